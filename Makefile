@@ -1,0 +1,40 @@
+# mbfg_ros: the two commands of the README work on a fresh machine (they set up .venv first).
+#   make demo   - the four-bar rig and the estimator live over DDS, with figures and plots
+#   make test   - the whole test suite (what CI runs)
+# Long runs have their own targets: make bench-quick, make bench-perf, make bench-full.
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+MBFG   := $(VENV)/bin/mbfg
+export ROS_LOG_DIR ?= $(CURDIR)/build/ros_log
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: setup test test-fast demo check-examples bench-quick bench-perf bench-full clean
+
+setup:
+	@scripts/setup_env.sh
+
+# pytest exits 5 when it collected nothing: that is a failure here, not a pass.
+test: setup
+	@$(PY) -m pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "make test: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+test-fast: setup
+	@$(PY) -m pytest -m "not slow"; rc=$$?; if [ $$rc -eq 5 ]; then echo "make test-fast: no tests were collected" >&2; exit 1; fi; exit $$rc
+
+demo: setup
+	@$(MBFG) check config/four_bar.yaml
+
+check-examples: setup
+	@for f in config/*.yaml; do $(MBFG) check $$f || exit 1; done
+
+bench-quick: setup
+	@$(MBFG) benchmark --quick
+
+bench-perf: setup
+	@$(MBFG) benchmark --perf
+
+bench-full: setup
+	@$(MBFG) benchmark --full --jobs 2 --out docs/benchmark
+
+clean:
+	rm -rf build $(VENV) .pytest_cache

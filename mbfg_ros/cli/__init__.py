@@ -1,0 +1,1 @@
+"""The `mbfg` command line."""

@@ -1,0 +1,418 @@
+"""The mechanism config: one YAML file that describes one rig, validated into dataclasses.
+
+A rig is a URDF (kinematic tree, inertias, limits) plus this file, which says what URDF cannot:
+loop closures, the independent coordinates, friction and actuation per joint, the sensors, and
+the estimator's settings. The schema is documented field by field in README.md ("Mechanism
+config reference") and in the comments of config/four_bar.yaml.
+
+Units: SI throughout (m, kg, s, rad, N, N m); rates in Hz; noise values are one standard deviation.
+Names refer to the URDF: joints by joint name, frames by link name, by the name of a fixed joint's
+child link, or by a frame declared in ``frames:``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mbfg_ros.errors import ConfigError
+from mbfg_ros.model.yaml_reader import YamlNode
+
+CLOSURE_TYPES = ("point", "planar_revolute", "revolute", "prismatic", "planar_prismatic", "weld",
+                 "distance")
+"""Loop-closure (cut-joint) kinds and their number of constraint rows (see closures.py)."""
+
+ACTUATION_KINDS = ("passive", "known", "unknown")
+LOAD_CELL_KINDS = ("closure", "joint", "actuator")
+ROBUST_LOSSES = ("none", "huber", "cauchy")
+INTEGRATORS = ("trapezoidal", "euler")
+AXES = ("x", "y", "z")
+
+
+@dataclass(frozen=True)
+class FrameConfig:
+    """An extra frame rigidly attached to a link (or to another frame)."""
+    name: str
+    parent: str
+    xyz: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class ClosureConfig:
+    """A cut joint closing a kinematic loop between frame_a and frame_b.
+
+    ``axis`` (in frame_a) is the hinge axis of revolute closures and the slide axis of prismatic
+    ones; ``plane_normal`` (in the base frame) is the normal of the motion plane of planar kinds;
+    ``length`` is the rod length of a ``distance`` closure (m).
+    """
+    name: str
+    type: str
+    frame_a: str
+    frame_b: str
+    axis: tuple[float, float, float] = (0.0, 0.0, 1.0)
+    plane_normal: tuple[float, float, float] = (0.0, 0.0, 1.0)
+    length: float | None = None
+
+
+@dataclass(frozen=True)
+class JointConfig:
+    """Physics of one joint beyond URDF: friction and actuation.
+
+    Friction torque (or force) = viscous * v + coulomb * tanh(v / coulomb_velocity).
+    actuation: ``passive`` (no input), ``known`` (input effort read from ``topic``, a
+    sensor_msgs/JointState with effort by joint name) or ``unknown`` (estimated).
+    """
+    name: str
+    viscous: float = 0.0
+    coulomb: float = 0.0
+    coulomb_velocity: float = 0.01
+    actuation: str = "passive"
+    topic: str = "/joint_commands"
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """Joint encoder: sensor_msgs/JointState on ``topic``, position of ``joint`` (rad or m)."""
+    name: str
+    joint: str
+    noise: float
+    topic: str
+    rate: float = 1000.0
+    resolution: float = 0.0
+
+
+@dataclass(frozen=True)
+class GyroConfig:
+    """Gyroscope on a link or frame: sensor_msgs/Imu angular_velocity on ``topic`` (rad/s).
+
+    ``rotation_rpy`` is the sensor's mounting rotation relative to ``frame`` (roll, pitch, yaw in
+    rad, URDF convention); ``axes`` the measured axes of the sensor frame. ``bias_instability``
+    is the bias random walk (rad/s per sqrt(s)); ``bias_sigma`` the prior sigma of the bias (rad/s).
+    """
+    name: str
+    frame: str
+    noise: float
+    topic: str
+    rate: float = 400.0
+    rotation_rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    axes: tuple[str, ...] = AXES
+    bias_instability: float = 0.0
+    bias_sigma: float = 0.0
+    frame_id: str = ""
+
+
+@dataclass(frozen=True)
+class LoadCellConfig:
+    """Load cell: geometry_msgs/WrenchStamped (or std_msgs/Float64) on ``topic``.
+
+    ``measures``:
+      - ``closure``: a component of the reaction the closure exerts on frame_b's body;
+      - ``joint``: a component of the wrench a joint transmits from parent to child;
+      - ``actuator``: the actuator effort of a joint (N m or N).
+    ``component`` (force|torque) and ``axis`` (in ``frame``) select the measured component.
+    """
+    name: str
+    measures: str
+    noise: float
+    topic: str
+    rate: float = 200.0
+    closure: str = ""
+    joint: str = ""
+    component: str = "force"
+    axis: tuple[float, float, float] = (1.0, 0.0, 0.0)
+    frame: str = ""
+
+
+@dataclass(frozen=True)
+class SensorsConfig:
+    encoders: tuple[EncoderConfig, ...] = ()
+    gyros: tuple[GyroConfig, ...] = ()
+    load_cells: tuple[LoadCellConfig, ...] = ()
+
+    def all(self) -> tuple[Any, ...]:
+        return (*self.encoders, *self.gyros, *self.load_cells)
+
+    def kind_of(self, sensor: Any) -> str:
+        return {EncoderConfig: "encoder", GyroConfig: "gyro", LoadCellConfig: "load_cell"}[type(sensor)]
+
+
+@dataclass(frozen=True)
+class NoiseConfig:
+    """Standard deviations of the estimator's factors (SI units).
+
+    dynamics: model error of the equations of motion, per coordinate (N m or N).
+    integration_position / integration_velocity: per keyframe step (rad or m, rad/s or m/s).
+    closure_*: loop-closure residuals at position (m or rad), velocity, acceleration level.
+    input_random_walk: unknown inputs' random walk (N m per sqrt(s)).
+    gravity_random_walk / mass_random_walk: slow parameters' random walk (per sqrt(s)).
+    prior_*: the initial state's prior (loose).
+    """
+    dynamics: float = 1.0
+    integration_position: float = 1e-5
+    integration_velocity: float = 1e-3
+    closure_position: float = 1e-6
+    closure_velocity: float = 1e-5
+    closure_acceleration: float = 1e-3
+    input_random_walk: float = 50.0
+    gravity_random_walk: float = 0.05
+    mass_random_walk: float = 0.05
+    prior_position: float = 0.5
+    prior_velocity: float = 2.0
+    prior_acceleration: float = 50.0
+    prior_input: float = 100.0
+    prior_gravity: float = 1.0
+    prior_mass: float = 0.5
+
+
+@dataclass(frozen=True)
+class RobustLossConfig:
+    """Robust kernel on sensor factors; ``threshold`` is in standard deviations."""
+    type: str = "huber"
+    threshold: float = 3.0
+
+
+@dataclass(frozen=True)
+class EstimatorConfig:
+    """Settings of the fixed-lag smoother (see README "estimator" section)."""
+    keyframe_rate: float = 200.0
+    lag: float = 1.0
+    integrator: str = "trapezoidal"
+    sensor_wait: float = 0.01
+    gauss_newton_iterations: int = 2
+    relinearize_steps: int = 1
+    acceleration_constraints: bool = True
+    estimate_gravity: bool = False
+    estimate_mass_link: str = ""
+    noise: NoiseConfig = field(default_factory=NoiseConfig)
+    robust_loss: RobustLossConfig = field(default_factory=RobustLossConfig)
+    divergence_threshold: float = 1e6
+
+
+@dataclass(frozen=True)
+class InitialConfig:
+    """Initial assembly: DOF values, a hint for the other joints (the branch), DOF velocities."""
+    positions: dict[str, float] = field(default_factory=dict)
+    hint: dict[str, float] = field(default_factory=dict)
+    velocities: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RigConfig:
+    """One rig: the URDF and everything URDF cannot say."""
+    name: str
+    urdf: Path
+    source: Path | None
+    base_frame: str
+    gravity: tuple[float, float, float]
+    dof: tuple[str, ...]
+    initial: InitialConfig
+    frames: tuple[FrameConfig, ...]
+    closures: tuple[ClosureConfig, ...]
+    joints: dict[str, JointConfig]
+    sensors: SensorsConfig
+    estimator: EstimatorConfig
+    truth_namespace: str = "/truth"
+
+    def joint(self, name: str) -> JointConfig:
+        """The joint's physics config (defaults for joints the file does not mention)."""
+        return self.joints.get(name) or JointConfig(name=name)
+
+
+def _rate(node: YamlNode, default: float) -> float:
+    return node.float("rate", default, positive=True)
+
+
+def _noise(node: YamlNode, key: str = "noise") -> float:
+    return node.float(key, positive=True)
+
+
+def _topic(node: YamlNode) -> str:
+    topic = node.str("topic")
+    if " " in topic or topic.endswith("/"):
+        raise node.error("topic", "not a valid ROS topic name", topic)
+    return topic
+
+
+def _frames(root: YamlNode) -> tuple[FrameConfig, ...]:
+    out = []
+    for n in root.nodes("frames"):
+        out.append(FrameConfig(name=n.str("name"), parent=n.str("parent"),
+                               xyz=n.vector("xyz", 3, (0.0, 0.0, 0.0)),
+                               rpy=n.vector("rpy", 3, (0.0, 0.0, 0.0))))
+        n.finish()
+    return tuple(out)
+
+
+def _closures(root: YamlNode) -> tuple[ClosureConfig, ...]:
+    out = []
+    for n in root.nodes("closures"):
+        kind = n.str("type", choices=CLOSURE_TYPES)
+        length = n.float("length", None, positive=True) if kind == "distance" else None
+        if kind == "distance" and length is None:
+            raise n.error("length", "a distance closure needs its rod length (m)")
+        out.append(ClosureConfig(name=n.str("name"), type=kind, frame_a=n.str("frame_a"),
+                                 frame_b=n.str("frame_b"),
+                                 axis=n.vector("axis", 3, (0.0, 0.0, 1.0), unit=True),
+                                 plane_normal=n.vector("plane_normal", 3, (0.0, 0.0, 1.0), unit=True),
+                                 length=length))
+        n.finish()
+    return tuple(out)
+
+
+def _joints(root: YamlNode) -> dict[str, JointConfig]:
+    out = {}
+    for name, n in root.mapping_nodes("joints"):
+        out[name] = JointConfig(
+            name=name, viscous=n.float("viscous", 0.0, nonnegative=True),
+            coulomb=n.float("coulomb", 0.0, nonnegative=True),
+            coulomb_velocity=n.float("coulomb_velocity", 0.01, positive=True),
+            actuation=n.str("actuation", "passive", choices=ACTUATION_KINDS),
+            topic=_topic(n) if n.has("topic") else "/joint_commands")
+        n.finish()
+    return out
+
+
+def _sensors(root: YamlNode) -> SensorsConfig:
+    s = root.node("sensors", {})
+    encoders, gyros, cells = [], [], []
+    for n in s.nodes("encoders"):
+        encoders.append(EncoderConfig(name=n.str("name"), joint=n.str("joint"), noise=_noise(n),
+                                      topic=_topic(n), rate=_rate(n, 1000.0),
+                                      resolution=n.float("resolution", 0.0, nonnegative=True)))
+        n.finish()
+    for n in s.nodes("gyros"):
+        name = n.str("name")
+        axes = n.str_list("axes", list(AXES))
+        for a in axes:
+            if a not in AXES:
+                raise n.error("axes", "axes are a list of x, y, z", axes)
+        gyros.append(GyroConfig(name=name, frame=n.str("frame"), noise=_noise(n),
+                                topic=_topic(n), rate=_rate(n, 400.0),
+                                rotation_rpy=n.vector("rotation_rpy", 3, (0.0, 0.0, 0.0)),
+                                axes=tuple(axes),
+                                bias_instability=n.float("bias_instability", 0.0, nonnegative=True),
+                                bias_sigma=n.float("bias_sigma", 0.0, nonnegative=True),
+                                frame_id=n.str("frame_id", name)))
+        n.finish()
+    for n in s.nodes("load_cells"):
+        measures = n.str("measures", choices=LOAD_CELL_KINDS)
+        cell = LoadCellConfig(
+            name=n.str("name"), measures=measures, noise=_noise(n), topic=_topic(n),
+            rate=_rate(n, 200.0),
+            closure=n.str("closure") if measures == "closure" else "",
+            joint=n.str("joint") if measures in ("joint", "actuator") else "",
+            component=n.str("component", "force", choices=("force", "torque")),
+            axis=n.vector("axis", 3, (1.0, 0.0, 0.0), unit=True),
+            frame=n.str("frame", ""))
+        cells.append(cell)
+        n.finish()
+    s.finish()
+    names = [x.name for x in (*encoders, *gyros, *cells)]
+    for name in names:
+        if names.count(name) > 1:
+            raise s.error(None, "sensor names must be unique", name)
+    return SensorsConfig(tuple(encoders), tuple(gyros), tuple(cells))
+
+
+def _estimator(root: YamlNode) -> EstimatorConfig:
+    e = root.node("estimator", {})
+    nz = e.node("noise", {})
+    defaults = NoiseConfig()
+    noise = NoiseConfig(**{k: nz.float(k, getattr(defaults, k), positive=True)
+                           for k in NoiseConfig.__dataclass_fields__})
+    nz.finish()
+    rl = e.node("robust_loss", {})
+    robust = RobustLossConfig(type=rl.str("type", "huber", choices=ROBUST_LOSSES),
+                              threshold=rl.float("threshold", 3.0, positive=True))
+    rl.finish()
+    d = EstimatorConfig()
+    iters = e.raw("gauss_newton_iterations", d.gauss_newton_iterations)
+    relin = e.raw("relinearize_steps", d.relinearize_steps)
+    for key, val in (("gauss_newton_iterations", iters), ("relinearize_steps", relin)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < 0 or val > 10:
+            raise e.error(key, "expected a whole number from 0 to 10", val)
+    cfg = EstimatorConfig(
+        keyframe_rate=e.float("keyframe_rate", d.keyframe_rate, positive=True),
+        lag=e.float("lag", d.lag, positive=True),
+        integrator=e.str("integrator", d.integrator, choices=INTEGRATORS),
+        sensor_wait=e.float("sensor_wait", d.sensor_wait, nonnegative=True),
+        gauss_newton_iterations=iters, relinearize_steps=relin,
+        acceleration_constraints=e.bool("acceleration_constraints", d.acceleration_constraints),
+        estimate_gravity=e.bool("estimate_gravity", d.estimate_gravity),
+        estimate_mass_link=e.str("estimate_mass_link", ""),
+        noise=noise, robust_loss=robust,
+        divergence_threshold=e.float("divergence_threshold", d.divergence_threshold, positive=True))
+    if cfg.lag * cfg.keyframe_rate < 2.0:
+        raise e.error("lag", f"the lag must span at least 2 keyframes at {cfg.keyframe_rate:g} Hz",
+                      cfg.lag)
+    e.finish()
+    return cfg
+
+
+def parse_rig_config(data: Any, *, source: str | Path | None = None,
+                     urdf_override: str | Path | None = None) -> RigConfig:
+    """Validate an already-parsed YAML document into a :class:`RigConfig`.
+
+    ``source`` is the file the document came from (for messages and to resolve the relative
+    URDF path); ``urdf_override`` replaces ``mechanism.urdf`` (e.g. robot_description on a node).
+    """
+    file = str(source) if source is not None else None
+    root = YamlNode(data, "", file)
+    m = root.node("mechanism")
+    base_dir = Path(source).resolve().parent if source is not None else Path.cwd()
+    if urdf_override is not None:
+        urdf = Path(urdf_override)
+        m.raw("urdf", None)
+    else:
+        urdf = Path(m.str("urdf"))
+        if not urdf.is_absolute():
+            urdf = (base_dir / urdf).resolve()
+        if not urdf.is_file():
+            raise m.error("urdf", f"no such file (looked for {urdf})", m.data.get("urdf"))
+    name = m.str("name", Path(source).stem if source else "mechanism")
+    gravity = m.vector("gravity", 3, (0.0, 0.0, -9.81))
+    dof = tuple(m.str_list("dof", []))
+    init = m.node("initial", {})
+    initial = InitialConfig(positions=init.float_map("positions", {}),
+                            hint=init.float_map("hint", {}),
+                            velocities=init.float_map("velocities", {}))
+    init.finish()
+    base_frame = m.str("base_frame", "")
+    truth_ns = m.str("truth_namespace", "/truth")
+    m.finish()
+    cfg = RigConfig(name=name, urdf=urdf, source=Path(source).resolve() if source else None,
+                    base_frame=base_frame, gravity=gravity, dof=dof, initial=initial,
+                    frames=_frames(root), closures=_closures(root), joints=_joints(root),
+                    sensors=_sensors(root), estimator=_estimator(root), truth_namespace=truth_ns)
+    root.finish()
+    for what, items in (("frames", cfg.frames), ("closures", cfg.closures)):
+        names = [x.name for x in items]
+        for i, n in enumerate(names):
+            if names.index(n) != i:
+                raise ConfigError("names must be unique", file=file, field=f"{what}[{i}].name", value=n)
+    if not math.isfinite(sum(cfg.gravity)):
+        raise ConfigError("gravity must be finite", file=file, field="mechanism.gravity",
+                          value=cfg.gravity)
+    return cfg
+
+
+def load_rig_config(path: str | Path, *, urdf_override: str | Path | None = None) -> RigConfig:
+    """Read and validate a mechanism config file (YAML)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("no such config file", file=str(path))
+    try:
+        with path.open("r", encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"not valid YAML{where}: {problem}", file=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not a text file ({exc.reason})", file=str(path)) from None
+    return parse_rig_config(data, source=path, urdf_override=urdf_override)

@@ -1,0 +1,607 @@
+"""The mechanism model: URDF + mechanism config compiled into pinocchio-backed functions.
+
+Following pinocchio's split, :class:`Mechanism` holds what never changes (the pinocchio Model,
+the compiled closures and sensors, index maps) and :class:`MechanismData` the scratch of one
+evaluation thread; every function takes the data explicitly, so one Mechanism can serve several
+threads or estimators.
+
+Coordinates: ``q``, ``v``, ``a`` are the joint coordinates of the URDF's movable joints in
+pinocchio order (``Mechanism.joint_names``), radians or metres; n = len(q). The closure rows
+number ``m``; ``lam`` (m,) are their multipliers; ``u`` (n_u,) the unknown input efforts of the
+joints whose actuation is ``unknown`` (``Mechanism.input_joints``); ``tau`` (n,) the known
+input efforts (zero for other joints).
+
+The equations of motion residual (N m or N per coordinate) is
+
+    r = RNEA(q, v, a) + (s - 1) G(q) + F(v) - tau - B u - Phi_q(q)^T lam
+
+with ``s`` the gravity scale (1 unless estimated), ``G`` the generalized gravity at the config's
+gravity and ``F`` the joint friction. Every function returning derivatives returns them as
+dense arrays, exact (analytic, from pinocchio) unless its docstring says otherwise.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from mbfg_ros.errors import ConfigError
+from mbfg_ros.model.closures import (ROWS, ClosureEval, ClosureSet, RowGroup, compile_closure,
+                                     reaction_wrench, rotation_neutral)
+from mbfg_ros.model.config import (ClosureConfig, EncoderConfig, GyroConfig, LoadCellConfig,
+                                   RigConfig, load_rig_config)
+from mbfg_ros.model.kinematics import FrameSet
+from mbfg_ros.model.urdf import UrdfDescription, load_urdf
+from mbfg_ros.model.yaml_reader import YamlNode, check_name
+
+LOCAL = pin.LOCAL
+AXIS_INDEX = {"x": 0, "y": 1, "z": 2}
+
+
+@dataclass(frozen=True)
+class EncoderModel:
+    """y = q[index] (+ noise); angular encoders compare angles modulo 2 pi."""
+    config: EncoderConfig
+    index: int
+    angular: bool
+
+
+@dataclass(frozen=True)
+class GyroModel:
+    """y = R_mount^T omega_F (angular velocity of frame F in F coordinates) + bias, per axis."""
+    config: GyroConfig
+    frame_id: int
+    R_mount: np.ndarray
+    rows: np.ndarray          # selected axes (indices 0..2)
+
+
+@dataclass(frozen=True)
+class LoadCellModel:
+    """A load cell; see LoadCellConfig for ``measures`` kinds."""
+    config: LoadCellConfig
+    axis: np.ndarray          # unit axis in the measurement frame
+    frame_slot: int           # slot of the measurement frame in the closure FrameSet (closure kind)
+    frame_id: int             # pinocchio frame the axis is expressed in
+    closure: int = -1
+    joint_index: int = -1     # coordinate index (actuator) / pinocchio joint id (joint)
+    joint_id: int = -1
+    input_index: int = -1     # index into u for actuator cells on unknown-input joints
+
+
+@dataclass
+class DynamicsEval:
+    """Equations-of-motion residual r (n,) and its derivatives."""
+    r: np.ndarray
+    r_q: np.ndarray
+    r_v: np.ndarray
+    r_a: np.ndarray           # the mass matrix M(q)
+    r_lam: np.ndarray         # -Phi_q^T
+    r_u: np.ndarray           # -B
+    r_s: np.ndarray           # d r / d gravity scale = G(q)
+    r_mass: np.ndarray        # d r / d mass scale of the estimated link (zeros if none)
+
+
+class MechanismData:
+    """Scratch for evaluating a Mechanism (one per thread / estimator)."""
+
+    def __init__(self, mech: "Mechanism") -> None:
+        self.pin = mech.model.createData()
+        self.frames = FrameSet(mech.model, self.pin, mech.closure_frame_ids,
+                               angular=mech.closure_set.need_angular)
+        self.closure_set = ClosureSet(mech.groups, mech.m, len(mech.closure_frame_ids), mech.n)
+        self.gyro = mech.model.createData()
+        self.cell = mech.model.createData()
+        self.body = mech.body_model.createData() if mech.body_model is not None else None
+
+
+class Mechanism:
+    """Immutable mechanism model compiled from a URDF and a RigConfig."""
+
+    def __init__(self, config: RigConfig, *, urdf_xml: str | None = None,
+                 gravity: tuple[float, float, float] | None = None,
+                 mass_scale: dict[str, float] | None = None,
+                 length_scale: dict[str, float] | None = None) -> None:
+        """Compile ``config``; the keyword overrides build a deliberately different model
+        (used by the simulator for modelling-error scenarios)."""
+        self.config = config
+        cfg_file = str(config.source) if config.source else None
+        if urdf_xml is not None:
+            model, desc = load_urdf(xml=urdf_xml, source="robot_description")
+        else:
+            model, desc = load_urdf(config.urdf)
+        self.urdf: UrdfDescription = desc
+        root = YamlNode({}, "", cfg_file)
+        if config.base_frame and config.base_frame != desc.root_link:
+            raise ConfigError(f"base_frame must be the URDF's root link '{desc.root_link}'",
+                              file=cfg_file, field="mechanism.base_frame", value=config.base_frame)
+        self.base_frame = desc.root_link
+        g = np.asarray(gravity if gravity is not None else config.gravity, float)
+        model.gravity = pin.Motion(np.concatenate([g, np.zeros(3)]))
+        self.gravity = g
+        self._apply_overrides(model, mass_scale or {}, length_scale or {}, cfg_file)
+        self.joint_names: list[str] = [model.names[j] for j in range(1, model.njoints)]
+        self.n = model.nv
+        types = {j.name: j for j in desc.joints}
+        self.joint_types = [types[name].type for name in self.joint_names]
+        self.angular = np.array([types[name].is_angular for name in self.joint_names])
+        self.index = {name: i for i, name in enumerate(self.joint_names)}
+        self.lower = np.array([types[name].lower for name in self.joint_names])
+        self.upper = np.array([types[name].upper for name in self.joint_names])
+        self.link_names = list(desc.links)
+        # extra frames from the config
+        for i, fc in enumerate(config.frames):
+            f = f"frames[{i}]"
+            if model.existFrame(fc.name):
+                raise ConfigError("a frame of this name already exists in the URDF", file=cfg_file,
+                                  field=f + ".name", value=fc.name)
+            parent = self._frame_id(model, fc.parent, root, f + ".parent")
+            pf = model.frames[parent]
+            placement = pf.placement * pin.SE3(pin.rpy.rpyToMatrix(*fc.rpy), np.asarray(fc.xyz, float))
+            model.addFrame(pin.Frame(fc.name, pf.parentJoint, parent, placement, pin.FrameType.OP_FRAME))
+        self.model = model
+        self.frame_names = [fr.name for fr in model.frames]
+        # joints config
+        for name in config.joints:
+            check_name(root, f"joints.{name}", name, self.joint_names, "joint")
+        jc = [config.joint(name) for name in self.joint_names]
+        self.viscous = np.array([j.viscous for j in jc])
+        self.coulomb = np.array([j.coulomb for j in jc])
+        self.coulomb_velocity = np.array([j.coulomb_velocity for j in jc])
+        self.has_friction = bool(np.any(self.viscous > 0) or np.any(self.coulomb > 0))
+        self.input_joints = [name for name, j in zip(self.joint_names, jc) if j.actuation == "unknown"]
+        self.known_input_joints = [name for name, j in zip(self.joint_names, jc) if j.actuation == "known"]
+        self.n_u = len(self.input_joints)
+        self.B = np.zeros((self.n, self.n_u))
+        for k, name in enumerate(self.input_joints):
+            self.B[self.index[name], k] = 1.0
+        # closures
+        self._compile_closures(config.closures, root)
+        # DOF
+        for i, name in enumerate(config.dof):
+            check_name(root, f"mechanism.dof[{i}]", name, self.joint_names, "joint")
+        self.dof_names = list(config.dof) if config.dof else (list(self.joint_names) if self.m == 0 else [])
+        if not self.dof_names:
+            raise ConfigError("list the independent coordinates (joint names) of this closed-chain "
+                              "mechanism", file=cfg_file, field="mechanism.dof")
+        self.dof = np.array([self.index[name] for name in self.dof_names], dtype=int)
+        self.dependent = np.array([i for i in range(self.n) if i not in set(self.dof)], dtype=int)
+        for key in ("positions", "hint", "velocities"):
+            for name in getattr(config.initial, key):
+                check_name(root, f"mechanism.initial.{key}.{name}", name, self.joint_names, "joint")
+        # sensors
+        self._compile_sensors(config, root)
+        # optional mass-scale parameter: a model where only that link has inertia
+        self.mass_link = config.estimator.estimate_mass_link
+        self.body_model = None
+        if self.mass_link:
+            check_name(root, "estimator.estimate_mass_link", self.mass_link, self.link_names, "link")
+            self.body_model = self._single_body_model(self.mass_link, root)
+        self.n_bias = sum(len(gm.rows) for gm in self.gyros)
+
+    # ----------------------------------------------------------------------------------------
+    # construction helpers
+    @staticmethod
+    def _frame_id(model: pin.Model, name: str, node: YamlNode, field: str) -> int:
+        for ftype in (pin.FrameType.BODY, pin.FrameType.OP_FRAME, pin.FrameType.FIXED_JOINT,
+                      pin.FrameType.JOINT):
+            if model.existFrame(name, ftype):
+                return model.getFrameId(name, ftype)
+        names = sorted({fr.name for fr in model.frames if fr.type in (pin.FrameType.BODY, pin.FrameType.OP_FRAME)})
+        check_name(node, field, name, names, "link or frame")
+        raise AssertionError  # check_name raised
+
+    def frame_id(self, name: str) -> int:
+        """Pinocchio frame id of a link or config frame name."""
+        return self._frame_id(self.model, name, YamlNode({}, "", None), "frame")
+
+    def _apply_overrides(self, model: pin.Model, mass_scale: dict, length_scale: dict, cfg_file) -> None:
+        for link, factor in mass_scale.items():
+            fid = model.getFrameId(link, pin.FrameType.BODY)
+            if fid >= len(model.frames):
+                raise ConfigError("unknown link in mass scale", file=cfg_file, value=link)
+            jid = model.frames[fid].parentJoint
+            # scale the link's own inertia (pinocchio merged it into its joint's body)
+            body = model.frames[fid]
+            inertia = body.inertia
+            delta = pin.Inertia(inertia.mass * (factor - 1.0), inertia.lever,
+                                inertia.inertia * (factor - 1.0))
+            model.inertias[jid] = model.inertias[jid] + body.placement.act(delta)
+        for joint, factor in length_scale.items():
+            jid = model.getJointId(joint)
+            if jid >= model.njoints:
+                raise ConfigError("unknown joint in length scale", file=cfg_file, value=joint)
+            pl = model.jointPlacements[jid]
+            model.jointPlacements[jid] = pin.SE3(pl.rotation, pl.translation * factor)
+
+    def _single_body_model(self, link: str, root: YamlNode) -> pin.Model:
+        body = self.model.copy()
+        fid = body.getFrameId(link, pin.FrameType.BODY)
+        jid = body.frames[fid].parentJoint
+        if jid == 0:
+            raise root.error("estimator.estimate_mass_link", "the link does not move", link)
+        link_inertia = body.frames[fid].placement.act(body.frames[fid].inertia)
+        for j in range(body.njoints):
+            body.inertias[j] = pin.Inertia.Zero()
+        body.inertias[jid] = link_inertia
+        return body
+
+    def _compile_closures(self, closures: tuple[ClosureConfig, ...], root: YamlNode) -> None:
+        frame_ids: list[int] = []
+
+        def slot(fid: int) -> int:
+            if fid not in frame_ids:
+                frame_ids.append(fid)
+            return frame_ids.index(fid)
+
+        self.closure_configs = list(closures)
+        self.groups: list[RowGroup] = []
+        self.closure_rows: list[slice] = []
+        start = 0
+        for i, c in enumerate(closures):
+            fa = self._frame_id(self.model, c.frame_a, root, f"closures[{i}].frame_a")
+            fb = self._frame_id(self.model, c.frame_b, root, f"closures[{i}].frame_b")
+            if self.model.frames[fa].parentJoint == self.model.frames[fb].parentJoint:
+                raise root.error(f"closures[{i}].frame_b", "frame_a and frame_b are on the same rigid "
+                                 "body: the closure would constrain nothing", c.frame_b)
+            try:
+                groups = compile_closure(i, c, start, slot(fa), slot(fb),
+                                         rotation_neutral(self.model, fa))
+            except ValueError as exc:
+                raise root.error(f"closures[{i}].axis", str(exc), c.axis) from None
+            self.groups.extend(groups)
+            self.closure_rows.append(slice(start, start + ROWS[c.type]))
+            start += ROWS[c.type]
+        self.m = start
+        self.closure_names = [c.name for c in closures]
+        self.closure_frame_ids = frame_ids
+        self._slot = slot
+
+    def _compile_sensors(self, config: RigConfig, root: YamlNode) -> None:
+        self.encoders: list[EncoderModel] = []
+        for i, e in enumerate(config.sensors.encoders):
+            check_name(root, f"sensors.encoders[{i}].joint", e.joint, self.joint_names, "joint")
+            j = self.index[e.joint]
+            self.encoders.append(EncoderModel(e, j, bool(self.angular[j])))
+        self.gyros: list[GyroModel] = []
+        for i, g in enumerate(config.sensors.gyros):
+            fid = self._frame_id(self.model, g.frame, root, f"sensors.gyros[{i}].frame")
+            Rm = pin.rpy.rpyToMatrix(*g.rotation_rpy)
+            rows = np.array([AXIS_INDEX[a] for a in g.axes], dtype=int)
+            self.gyros.append(GyroModel(g, fid, Rm, rows))
+        self.load_cells: list[LoadCellModel] = []
+        for i, c in enumerate(config.sensors.load_cells):
+            f = f"sensors.load_cells[{i}]"
+            axis = np.asarray(c.axis, float)
+            if c.measures == "closure":
+                check_name(root, f + ".closure", c.closure, self.closure_names, "closure")
+                k = self.closure_names.index(c.closure)
+                frame = c.frame or self.closure_configs[k].frame_b
+                fid = self._frame_id(self.model, frame, root, f + ".frame")
+                slot = self._slot(fid)
+                self.load_cells.append(LoadCellModel(c, axis, slot, fid, closure=k))
+            elif c.measures == "joint":
+                check_name(root, f + ".joint", c.joint, self.joint_names, "joint")
+                jid = self.model.getJointId(c.joint)
+                frame = c.frame or c.joint
+                fid = self._frame_id(self.model, frame, root, f + ".frame")
+                self.load_cells.append(LoadCellModel(c, axis, -1, fid, joint_index=self.index[c.joint],
+                                                     joint_id=jid))
+            else:
+                check_name(root, f + ".joint", c.joint, self.joint_names, "joint")
+                act = config.joint(c.joint).actuation
+                if act == "passive":
+                    raise root.error(f + ".joint", "an actuator load cell needs a joint whose "
+                                     "actuation is 'known' or 'unknown' (joints: section)", c.joint)
+                k = self.input_joints.index(c.joint) if act == "unknown" else -1
+                self.load_cells.append(LoadCellModel(c, axis, -1, -1, joint_index=self.index[c.joint],
+                                                     input_index=k))
+        self.closure_frame_ids = list(self.closure_frame_ids)
+        self.closure_set = ClosureSet(self.groups, self.m, len(self.closure_frame_ids), self.n)
+
+    # ----------------------------------------------------------------------------------------
+    def create_data(self) -> MechanismData:
+        return MechanismData(self)
+
+    def neutral(self) -> np.ndarray:
+        return np.zeros(self.n)
+
+    # ----------------------------------------------------------------------------------------
+    # closures
+    def closures(self, data: MechanismData, q: np.ndarray, v: np.ndarray | None = None,
+                 a: np.ndarray | None = None, lam: np.ndarray | None = None) -> ClosureEval:
+        """Closure rows at position level, and at velocity / acceleration level when v / a are
+        given; with ``lam`` also the multiplier-weighted Hessian for the dynamics derivative."""
+        level = 0 if v is None else (1 if a is None else 2)
+        if self.m == 0:
+            z = np.zeros((0, self.n))
+            e = ClosureEval(np.zeros(0), z, np.zeros(0), z, z, np.zeros(0), z, z, z)
+            e.hess_lambda = np.zeros((self.n, self.n)) if lam is not None else None
+            return e
+        fs = data.frames
+        fs.position(q)
+        if level >= 1 or lam is not None:
+            fs.hessians(q)
+        if level >= 1:
+            fs.velocity(v)
+        if level >= 2:
+            fs.acceleration(q, v, a)
+        return data.closure_set.evaluate(fs, level, lam)
+
+    def closure_position(self, data: MechanismData, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Phi(q) (m,) and Phi_q (m, n)."""
+        e = self.closures(data, q)
+        return e.phi, e.phi_q
+
+    def closure_wrench(self, data: MechanismData, closure: int, q: np.ndarray, lam: np.ndarray):
+        """(force, torque) the closure exerts on frame_b's body at its origin, base frame (N, N m).
+
+        Requires nothing else; evaluates the closure frames at q.
+        """
+        data.frames.position(q)
+        groups = [g for g in self.groups if g.closure == closure]
+        return reaction_wrench(groups, data.frames.frames, lam, self.n)
+
+    # ----------------------------------------------------------------------------------------
+    # dynamics
+    def friction(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Joint friction efforts F(v) and dF/dv (diagonal, returned as a vector)."""
+        th = np.tanh(v / self.coulomb_velocity)
+        f = self.viscous * v + self.coulomb * th
+        df = self.viscous + self.coulomb * (1.0 - th * th) / self.coulomb_velocity
+        return f, df
+
+    def mass_matrix(self, data: MechanismData, q: np.ndarray) -> np.ndarray:
+        M = pin.crba(self.model, data.pin, q)
+        return np.triu(M) + np.triu(M, 1).T
+
+    def generalized_gravity(self, data: MechanismData, q: np.ndarray) -> np.ndarray:
+        return pin.computeGeneralizedGravity(self.model, data.pin, q).copy()
+
+    def inverse_dynamics(self, data: MechanismData, q: np.ndarray, v: np.ndarray, a: np.ndarray,
+                         lam: np.ndarray | None = None, tau: np.ndarray | None = None,
+                         u: np.ndarray | None = None, gravity_scale: float = 1.0,
+                         mass_scale: float = 1.0, closure: ClosureEval | None = None) -> DynamicsEval:
+        """Residual of the equations of motion and its derivatives (see module docstring).
+
+        ``closure`` may pass a ClosureEval of the same q evaluated with ``lam`` (reuses its
+        Phi_q and multiplier Hessian).
+        """
+        m, n = self.model, self.n
+        lam = np.zeros(self.m) if lam is None else lam
+        dq, dv, M = pin.computeRNEADerivatives(m, data.pin, q, v, a)
+        r = data.pin.tau.copy()
+        r_q = dq.copy()
+        r_v = dv.copy()
+        M = np.triu(M) + np.triu(M, 1).T
+        r_mass = np.zeros(n)
+        if self.body_model is not None:
+            bq, bv, bM = pin.computeRNEADerivatives(self.body_model, data.body, q, v, a)
+            rb = data.body.tau.copy()
+            bM = np.triu(bM) + np.triu(bM, 1).T
+            Gb = pin.computeGeneralizedGravity(self.body_model, data.body, q).copy()
+            dGb = pin.computeGeneralizedGravityDerivatives(self.body_model, data.body, q)
+            rb_full = rb + (gravity_scale - 1.0) * Gb
+            r_mass = rb_full
+            r += (mass_scale - 1.0) * rb_full
+            r_q += (mass_scale - 1.0) * (bq + (gravity_scale - 1.0) * dGb)
+            r_v += (mass_scale - 1.0) * bv
+            M = M + (mass_scale - 1.0) * bM
+        G = pin.computeGeneralizedGravity(m, data.pin, q).copy()
+        if gravity_scale != 1.0:
+            r += (gravity_scale - 1.0) * G
+            r_q += (gravity_scale - 1.0) * pin.computeGeneralizedGravityDerivatives(m, data.pin, q)
+        r_s = G.copy()
+        if self.body_model is not None:
+            r_s = r_s + (mass_scale - 1.0) * Gb
+        if self.has_friction:
+            f, df = self.friction(v)
+            r += f
+            r_v[np.diag_indices(n)] += df
+        if tau is not None:
+            r -= tau
+        if u is not None and self.n_u:
+            r -= self.B @ u
+        if self.m:
+            if closure is None or closure.hess_lambda is None:
+                closure = self.closures(data, q, lam=lam)
+            r -= closure.phi_q.T @ lam
+            r_q -= closure.hess_lambda
+            r_lam = -closure.phi_q.T
+        else:
+            r_lam = np.zeros((n, 0))
+        return DynamicsEval(r, r_q, r_v, M, r_lam, -self.B, r_s, r_mass)
+
+    def forward_dynamics(self, data: MechanismData, q: np.ndarray, v: np.ndarray,
+                         tau: np.ndarray | None = None, u: np.ndarray | None = None,
+                         gravity_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        """Accelerations and multipliers of the constrained equations of motion.
+
+        Solves [M Phi_q^T; Phi_q 0] [a; -lam] = [tau + B u - h; -(Phi_q)' v] in the least-squares
+        sense (rank-revealing, so redundant closure rows are fine).
+        """
+        n = self.n
+        zero = np.zeros(n)
+        d = self.inverse_dynamics(data, q, v, zero, np.zeros(self.m), tau, u, gravity_scale)
+        rhs_dyn = -d.r                      # tau + B u - h(q, v) - F(v)
+        if self.m == 0:
+            return np.linalg.solve(d.r_a, rhs_dyn), np.zeros(0)
+        c = self.closures(data, q, v, zero)
+        K = np.block([[d.r_a, -c.phi_q.T], [c.phi_q, np.zeros((self.m, self.m))]])
+        rhs = np.concatenate([rhs_dyn, -c.phidd])
+        sol = np.linalg.lstsq(K, rhs, rcond=1e-12)[0]
+        return sol[:n], sol[n:]
+
+    # ----------------------------------------------------------------------------------------
+    # sensors
+    def encoder(self, k: int, q: np.ndarray) -> float:
+        return float(q[self.encoders[k].index])
+
+    def gyro(self, data: MechanismData, k: int, q: np.ndarray, v: np.ndarray,
+             derivatives: bool = True):
+        """Angular velocity in the sensor frame (selected axes, rad/s), without bias.
+
+        Returns (y, y_q, y_v) with derivatives from pinocchio's frame velocity derivatives.
+        """
+        g = self.gyros[k]
+        m, d = self.model, data.gyro
+        if not derivatives:
+            pin.forwardKinematics(m, d, q, v)
+            w = pin.getFrameVelocity(m, d, g.frame_id, LOCAL).angular
+            return (g.R_mount.T @ w)[g.rows]
+        pin.computeForwardKinematicsDerivatives(m, d, q, v, np.zeros(self.n))
+        w = pin.getFrameVelocity(m, d, g.frame_id, LOCAL).angular
+        dvq, dvv = pin.getFrameVelocityDerivatives(m, d, g.frame_id, LOCAL)
+        RT = g.R_mount.T[g.rows]
+        return RT @ w, RT @ dvq[3:], RT @ dvv[3:]
+
+    def load_cell(self, data: MechanismData, k: int, q: np.ndarray, v: np.ndarray, a: np.ndarray,
+                  lam: np.ndarray, u: np.ndarray | None = None, tau: np.ndarray | None = None,
+                  derivatives: bool = True):
+        """Load-cell reading model. Returns (y, y_q, y_v, y_a, y_lam, y_u).
+
+        closure: exact derivatives. actuator: exact. joint: the transmitted wrench comes from
+        pinocchio's RNEA with the closure forces as external forces; pinocchio has no derivative
+        of a single joint's transmitted wrench, so its q and v derivatives are central
+        differences (a and lam enter linearly and are differenced exactly).
+        """
+        cell = self.load_cells[k]
+        n, mm = self.n, self.m
+        zq, zl, zu = np.zeros(n), np.zeros(mm), np.zeros(self.n_u)
+        kind = cell.config.measures
+        if kind == "actuator":
+            j = cell.joint_index
+            y = (tau[j] if tau is not None else 0.0)
+            y_u = zu.copy()
+            if cell.input_index >= 0:
+                y += u[cell.input_index] if u is not None else 0.0
+                y_u[cell.input_index] = 1.0
+            return float(y), zq, zq.copy(), zq.copy(), zl, y_u
+        if kind == "closure":
+            fs = data.frames
+            fs.position(q)
+            groups = [g for g in self.groups if g.closure == cell.closure]
+            f, t, f_q, t_q, f_l, t_l = reaction_wrench(groups, fs.frames, lam, n, with_derivatives=True)
+            F = fs.frames[cell.frame_slot]
+            e = F.R @ cell.axis
+            vec, vec_q, vec_l = (f, f_q, f_l) if cell.config.component == "force" else (t, t_q, t_l)
+            y = float(e @ vec)
+            De = np.cross(F.Ja.T, e).T               # d e / dq: Ja_i x e
+            y_q = vec @ De + e @ vec_q
+            return y, y_q, zq.copy(), zq.copy(), e @ vec_l, zu
+        # joint transmitted wrench
+        fun = lambda qq, vv, aa, ll: self._joint_wrench_component(data, cell, qq, vv, aa, ll)  # noqa: E731
+        y = fun(q, v, a, lam)
+        if not derivatives:
+            return y, None, None, None, None, zu
+        h = 1e-6
+        eye = np.eye(n)
+        y_q = np.array([(fun(q + h * eye[i], v, a, lam) - fun(q - h * eye[i], v, a, lam)) / (2 * h)
+                        for i in range(n)])
+        y_v = np.array([(fun(q, v + h * eye[i], a, lam) - fun(q, v - h * eye[i], a, lam)) / (2 * h)
+                        for i in range(n)])
+        y_a = np.array([fun(q, v, a + eye[i], lam) - y for i in range(n)])
+        el = np.eye(mm)
+        y_l = np.array([fun(q, v, a, lam + el[i]) - y for i in range(mm)])
+        return y, y_q, y_v, y_a, y_l, zu
+
+    def closure_external_forces(self, data: MechanismData, q: np.ndarray, lam: np.ndarray):
+        """The closure reactions as pinocchio external forces (local joint frames), so that
+        rnea(q, v, a, fext) = RNEA(q, v, a) - Phi_q^T lam. Uses the placements at q."""
+        fext = pin.StdVec_Force()
+        for _ in range(self.model.njoints):
+            fext.append(pin.Force.Zero())
+        if self.m == 0:
+            return fext
+        fs = data.frames
+        fs.position(q)
+        for k in range(len(self.closure_configs)):
+            groups = [g for g in self.groups if g.closure == k]
+            A = fs.frames[groups[0].aslot]
+            B = fs.frames[groups[0].bslot]
+            fB, tB = reaction_wrench(groups, fs.frames, lam, self.n)
+            fA, tA = _reaction_on_a(groups, fs.frames, lam)
+            for F, f, t in ((B, fB, tB), (A, fA, tA)):
+                jid = F.joint
+                if jid == 0:
+                    continue
+                # wrench about the world origin, then into the joint's local frame
+                wrench_o = pin.Force(f, t + np.cross(F.p, f))
+                fext[jid] = fext[jid] + data.pin.oMi[jid].actInv(wrench_o)
+        return fext
+
+    def _joint_wrench_component(self, data: MechanismData, cell: LoadCellModel, q, v, a, lam) -> float:
+        m, d = self.model, data.cell
+        fext = self.closure_external_forces(data, q, lam) if self.m else None
+        if fext is None:
+            pin.rnea(m, d, q, v, a)
+        else:
+            # closure_external_forces used data.pin's placements at q (oMi); rnea on data.cell
+            pin.rnea(m, d, q, v, a, fext)
+        f_j = d.f[cell.joint_id]                    # parent -> subtree wrench, joint frame
+        frame = m.frames[cell.frame_id]
+        # express in the measurement frame: X*_{F<-j}
+        jMf = (d.oMi[cell.joint_id].inverse() * d.oMi[frame.parentJoint]) * frame.placement
+        f_F = jMf.actInv(f_j)
+        vec = f_F.linear if cell.config.component == "force" else f_F.angular
+        return float(cell.axis @ vec)
+
+    # ----------------------------------------------------------------------------------------
+    # kinematics for output
+    def link_placements(self, data: MechanismData, q: np.ndarray) -> dict[str, pin.SE3]:
+        """Placement of every URDF link in the base frame (for TF)."""
+        pin.framesForwardKinematics(self.model, data.pin, q)
+        out = {}
+        for name in self.link_names:
+            fid = self.model.getFrameId(name, pin.FrameType.BODY)
+            if fid < len(self.model.frames):
+                out[name] = data.pin.oMf[fid]
+        return out
+
+    def frame_placement(self, data: MechanismData, q: np.ndarray, frame_id: int) -> pin.SE3:
+        pin.framesForwardKinematics(self.model, data.pin, q)
+        return data.pin.oMf[frame_id]
+
+    def mechanical_energy(self, data: MechanismData, q: np.ndarray, v: np.ndarray) -> float:
+        """Kinetic + potential energy (J), potential relative to the base origin."""
+        return float(pin.computeMechanicalEnergy(self.model, data.pin, q, v))
+
+    def wrap_angles(self, q: np.ndarray) -> np.ndarray:
+        """Angular coordinates of bounded revolute joints are not wrapped; this helper wraps a
+        difference of angles into (-pi, pi] for angular coordinates."""
+        out = np.array(q, float)
+        out[self.angular] = (out[self.angular] + math.pi) % (2 * math.pi) - math.pi
+        return out
+
+
+def _reaction_on_a(groups, frames, lam):
+    """Force and torque the closure exerts on frame A's body, about A's origin (base frame)."""
+    A, B = frames[groups[0].aslot], frames[groups[0].bslot]
+    d = B.p - A.p
+    f = np.zeros(3)
+    t = np.zeros(3)
+    for g in groups:
+        lr = lam[g.rows]
+        if g.wkind == "diff" and g.ukind != "diff":
+            u = g.u0 @ A.R.T if g.ukind == "attached" else g.u0
+            f -= lr @ u
+            if g.ukind == "attached":
+                t += lr @ np.cross(u, d)
+        elif g.wkind == "diff":
+            f -= lr[0] * 2.0 * g.uscale * d
+        else:
+            u = g.u0 @ frames[g.uslot].R.T
+            w = g.w0 @ frames[g.wslot].R.T
+            t += lr @ np.cross(u, w)
+    return f, t
+
+
+def load_mechanism(config_path: str | Path, **overrides) -> Mechanism:
+    """Load a mechanism config file and compile its Mechanism."""
+    cfg = load_rig_config(config_path)
+    try:
+        return Mechanism(cfg, **overrides)
+    except ConfigError as exc:
+        raise exc.with_file(str(config_path)) from None

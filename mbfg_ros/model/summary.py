@@ -1,0 +1,155 @@
+"""What a rig (URDF + mechanism config) describes, as facts and as readable text (`mbfg check`)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mbfg_ros.errors import AssemblyError
+from mbfg_ros.model.assembly import check_dof_choice, degrees_of_freedom, initial_state, rank
+from mbfg_ros.model.closures import ROWS
+from mbfg_ros.model.mechanism import Mechanism, load_mechanism
+from mbfg_ros.model.observability import observability
+
+
+def _sensor_facts(mech: Mechanism) -> list[dict[str, Any]]:
+    out = []
+    for e in mech.encoders:
+        c = e.config
+        out.append({"name": c.name, "kind": "encoder", "joint": c.joint, "topic": c.topic,
+                    "rate": c.rate, "noise": c.noise, "resolution": c.resolution,
+                    "unit": "rad" if e.angular else "m",
+                    "message": "sensor_msgs/msg/JointState"})
+    for g in mech.gyros:
+        c = g.config
+        out.append({"name": c.name, "kind": "gyro", "frame": c.frame, "axes": list(c.axes),
+                    "topic": c.topic, "rate": c.rate, "noise": c.noise, "unit": "rad/s",
+                    "bias_instability": c.bias_instability, "message": "sensor_msgs/msg/Imu"})
+    for cell in mech.load_cells:
+        c = cell.config
+        what = {"closure": f"closure {c.closure}", "joint": f"joint {c.joint}",
+                "actuator": f"actuator {c.joint}"}[c.measures]
+        unit = "N" if c.component == "force" else "N m"
+        if c.measures == "actuator":
+            unit = "N m" if mech.angular[mech.index[c.joint]] else "N"
+        out.append({"name": c.name, "kind": "load_cell", "measures": c.measures, "of": what,
+                    "component": c.component, "axis": list(c.axis),
+                    "frame": mech.model.frames[cell.frame_id].name if cell.frame_id >= 0 else "",
+                    "topic": c.topic, "rate": c.rate, "noise": c.noise, "unit": unit,
+                    "message": "geometry_msgs/msg/WrenchStamped"})
+    return out
+
+
+def summarize(config_path: str | Path) -> dict[str, Any]:
+    """Load, validate and assemble a rig; return its facts (raises MbfgError on bad input)."""
+    mech = load_mechanism(config_path)
+    data = mech.create_data()
+    q0, v0 = initial_state(mech, data)
+    check_dof_choice(mech, data, q0)
+    phi, J = mech.closure_position(data, q0)
+    M = mech.mass_matrix(data, q0)
+    eig, vec = np.linalg.eigh(M)
+    if eig[0] <= 1e-12 * max(1.0, eig[-1]):
+        worst = mech.joint_names[int(np.argmax(np.abs(vec[:, 0])))]
+        raise AssemblyError(f"the mass matrix is singular at the initial pose (smallest eigenvalue "
+                            f"{eig[0]:.3g}): a moving link without mass or inertia near joint '{worst}'")
+    obs = observability(mech, data, q0)
+    cfg = mech.config
+    coords = []
+    for i, name in enumerate(mech.joint_names):
+        j = next(x for x in mech.urdf.joints if x.name == name)
+        jc = cfg.joint(name)
+        coords.append({"index": i, "name": name, "type": j.type, "axis": list(j.axis),
+                       "lower": None if math.isinf(j.lower) else j.lower,
+                       "upper": None if math.isinf(j.upper) else j.upper,
+                       "actuation": jc.actuation, "viscous": jc.viscous, "coulomb": jc.coulomb,
+                       "dof": name in mech.dof_names, "initial": float(q0[i])})
+    closures = []
+    for c, rows in zip(cfg.closures, mech.closure_rows):
+        closures.append({"name": c.name, "type": c.type, "frame_a": c.frame_a, "frame_b": c.frame_b,
+                         "rows": ROWS[c.type], "residual": float(np.max(np.abs(phi[rows])))})
+    est = cfg.estimator
+    return {
+        "name": cfg.name,
+        "config": str(Path(config_path)),
+        "urdf": str(cfg.urdf),
+        "base_frame": mech.base_frame,
+        "gravity": [float(g) for g in mech.gravity],
+        "links": list(mech.link_names),
+        "coordinates": coords,
+        "closures": closures,
+        "closure_rows": mech.m,
+        "closure_rank": rank(J),
+        "dof": degrees_of_freedom(mech, data, q0),
+        "dof_joints": list(mech.dof_names),
+        "initial_q": [float(x) for x in q0],
+        "initial_v": [float(x) for x in v0],
+        "sensors": _sensor_facts(mech),
+        "observable": obs.observable,
+        "unobservable": obs.unobservable,
+        "positions_sensed_directly": obs.direct_positions,
+        "velocities_sensed_directly": obs.direct_velocities,
+        "inputs_estimated": list(mech.input_joints),
+        "inputs_known": list(mech.known_input_joints),
+        "estimator": {"keyframe_rate": est.keyframe_rate, "lag": est.lag,
+                      "integrator": est.integrator, "robust_loss": est.robust_loss.type,
+                      "estimate_gravity": est.estimate_gravity,
+                      "estimate_mass_link": est.estimate_mass_link or None},
+    }
+
+
+def format_summary(f: dict[str, Any]) -> str:
+    """The facts as text for a person."""
+    lines = [f"{f['name']}: {f['config']} (URDF {f['urdf']})",
+             f"  gravity ({', '.join(f'{g:g}' for g in f['gravity'])}) m/s^2, base frame '{f['base_frame']}'",
+             f"Links ({len(f['links'])}): {', '.join(f['links'])}",
+             f"Coordinates ({len(f['coordinates'])}):"]
+    lines.append(f"  {'#':>2}  {'joint':<18} {'type':<11} {'axis':<16} {'limits':<20} {'actuation':<9} {'initial':>9}")
+    for c in f["coordinates"]:
+        lim = "-" if c["lower"] is None and c["upper"] is None else f"[{c['lower']:.4g}, {c['upper']:.4g}]"
+        axis = "(" + ", ".join(f"{a:g}" for a in c["axis"]) + ")"
+        mark = " DOF" if c["dof"] else ""
+        fr = f" friction v={c['viscous']:g} c={c['coulomb']:g}" if c["viscous"] or c["coulomb"] else ""
+        lines.append(f"  {c['index']:>2}  {c['name']:<18} {c['type']:<11} {axis:<16} {lim:<20} "
+                     f"{c['actuation']:<9} {c['initial']:>9.4f}{mark}{fr}")
+    lines.append(f"Closures ({len(f['closures'])}, {f['closure_rows']} rows, rank {f['closure_rank']}):")
+    for c in f["closures"]:
+        lines.append(f"  {c['name']:<20} {c['type']:<16} {c['frame_a']} -> {c['frame_b']}  "
+                     f"{c['rows']} rows, residual after assembly {c['residual']:.1e}")
+    if not f["closures"]:
+        lines.append("  none (an open chain)")
+    lines.append(f"Degrees of freedom: {f['dof']} (independent coordinates: {', '.join(f['dof_joints'])})")
+    lines.append(f"Sensors ({len(f['sensors'])}):")
+    for s in f["sensors"]:
+        if s["kind"] == "encoder":
+            what = f"joint {s['joint']}"
+        elif s["kind"] == "gyro":
+            what = f"frame {s['frame']} axes {''.join(s['axes'])}"
+        else:
+            what = f"{s['of']} {s['component']} along {tuple(round(a, 3) for a in s['axis'])}" + \
+                   (f" in {s['frame']}" if s["frame"] else "")
+        lines.append(f"  {s['name']:<18} {s['kind']:<9} {what:<44} {s['topic']:<22} "
+                     f"{s['rate']:>7g} Hz  noise {s['noise']:g} {s['unit']}")
+    if not f["sensors"]:
+        lines.append("  none: the estimator would only simulate")
+    if f["inputs_estimated"] or f["inputs_known"]:
+        lines.append(f"Inputs: estimated {', '.join(f['inputs_estimated']) or '-'}; "
+                     f"known {', '.join(f['inputs_known']) or '-'}")
+    if f["observable"]:
+        direct = ", ".join(f["positions_sensed_directly"]) or "none (through velocities and the dynamics)"
+        lines.append(f"Observability: every DOF is observable; positions sensed directly: {direct}")
+    else:
+        lines.append(f"Observability: NOT observable: {', '.join(f['unobservable'])} "
+                     "(add a sensor that sees them)")
+    e = f["estimator"]
+    extra = []
+    if e["estimate_gravity"]:
+        extra.append("estimates gravity")
+    if e["estimate_mass_link"]:
+        extra.append(f"estimates the mass of {e['estimate_mass_link']}")
+    lines.append(f"Estimator: keyframes {e['keyframe_rate']:g} Hz, lag {e['lag']:g} s "
+                 f"({int(round(e['keyframe_rate'] * e['lag']))} keyframes), {e['integrator']}, "
+                 f"robust loss {e['robust_loss']}" + (f", {', '.join(extra)}" if extra else ""))
+    return "\n".join(lines)

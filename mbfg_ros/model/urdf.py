@@ -1,0 +1,211 @@
+"""URDF loading into a pinocchio model, with messages a rig engineer can act on.
+
+Supported joints: revolute, continuous, prismatic (one coordinate each) and fixed (merged into
+its parent body by pinocchio, the child link stays available as a frame). ``continuous`` joints
+are loaded as unbounded single-angle revolute joints so that every coordinate is one number
+(configuration and velocity spaces coincide: nq == nv); their angle is not wrapped.
+"""
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from mbfg_ros.errors import ConfigError
+
+SUPPORTED_JOINTS = ("revolute", "continuous", "prismatic", "fixed")
+
+
+@dataclass(frozen=True)
+class UrdfJoint:
+    """A movable URDF joint as loaded."""
+    name: str
+    type: str           # revolute | continuous | prismatic
+    parent: str
+    child: str
+    axis: tuple[float, float, float]
+    lower: float
+    upper: float
+    effort: float
+    velocity: float
+
+    @property
+    def is_angular(self) -> bool:
+        return self.type in ("revolute", "continuous")
+
+
+@dataclass(frozen=True)
+class UrdfDescription:
+    """What mbfg_ros keeps of a URDF besides the pinocchio model."""
+    robot_name: str
+    root_link: str
+    links: tuple[str, ...]
+    joints: tuple[UrdfJoint, ...]
+    fixed_joints: tuple[str, ...]
+    source: str
+    xml: str
+
+
+def _fail(reason: str, source: str, field: str | None = None, value=ConfigError._MISSING) -> ConfigError:
+    return ConfigError(reason, file=source, field=field, value=value)
+
+
+def _floats(text: str | None, n: int, default: tuple[float, ...], source: str, field: str):
+    if text is None:
+        return default
+    try:
+        vals = tuple(float(x) for x in text.split())
+    except ValueError:
+        raise _fail(f"expected {n} numbers", source, field, text) from None
+    if len(vals) != n or not all(math.isfinite(v) for v in vals):
+        raise _fail(f"expected {n} finite numbers", source, field, text)
+    return vals
+
+
+def parse_urdf(xml: str, source: str) -> tuple[UrdfDescription, str]:
+    """Validate URDF text; return its description and the XML pinocchio should load."""
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError as exc:
+        line, col = exc.position
+        raise _fail(f"malformed XML at line {line}, column {col + 1}: {exc.msg if hasattr(exc, 'msg') else exc}",
+                    source) from None
+    if root.tag != "robot":
+        raise _fail("the root element must be <robot>", source, "<root>", root.tag)
+    links = [l.get("name") for l in root.findall("link")]
+    if not links or any(not n for n in links):
+        raise _fail("every <link> needs a name, and there must be at least one", source, "link")
+    dup = {n for n in links if links.count(n) > 1}
+    if dup:
+        raise _fail("link names must be unique", source, "link", sorted(dup)[0])
+    joints: list[UrdfJoint] = []
+    fixed: list[str] = []
+    children: set[str] = set()
+    names: set[str] = set()
+    for j in root.findall("joint"):
+        name = j.get("name")
+        jt = j.get("type")
+        if not name:
+            raise _fail("a <joint> has no name", source, "joint")
+        if name in names:
+            raise _fail("joint names must be unique", source, f"joint[{name}]", name)
+        names.add(name)
+        f = f"joint[{name}]"
+        if jt not in SUPPORTED_JOINTS:
+            raise _fail(f"joint type not supported (supported: {', '.join(SUPPORTED_JOINTS)}); "
+                        "model floating or planar bases with explicit joints", source, f + ".type", jt)
+        parent = j.find("parent")
+        child = j.find("child")
+        pl = parent.get("link") if parent is not None else None
+        cl = child.get("link") if child is not None else None
+        for key, ln in (("parent", pl), ("child", cl)):
+            if ln is None:
+                raise _fail(f"<{key} link=...> is missing", source, f"{f}.{key}")
+            if ln not in links:
+                raise _fail(f"{key} link is not defined in this URDF", source, f"{f}.{key}", ln)
+        if cl in children:
+            raise _fail("link has two parent joints; close loops in the mechanism config "
+                        "(closures:), not in the URDF", source, f"{f}.child", cl)
+        children.add(cl)
+        origin = j.find("origin")
+        if origin is not None:
+            _floats(origin.get("xyz"), 3, (0, 0, 0), source, f + ".origin.xyz")
+            _floats(origin.get("rpy"), 3, (0, 0, 0), source, f + ".origin.rpy")
+        if jt == "fixed":
+            fixed.append(name)
+            continue
+        ax = j.find("axis")
+        axis = _floats(ax.get("xyz") if ax is not None else None, 3, (1.0, 0.0, 0.0), source, f + ".axis")
+        if math.sqrt(sum(a * a for a in axis)) < 1e-9:
+            raise _fail("axis must be non-zero", source, f + ".axis", axis)
+        lim = j.find("limit")
+        lower, upper, effort, velocity = -math.inf, math.inf, math.inf, math.inf
+        if lim is not None:
+            for key in ("lower", "upper", "effort", "velocity"):
+                txt = lim.get(key)
+                if txt is None:
+                    continue
+                try:
+                    val = float(txt)
+                except ValueError:
+                    raise _fail("expected a number", source, f"{f}.limit.{key}", txt) from None
+                if key == "lower":
+                    lower = val
+                elif key == "upper":
+                    upper = val
+                elif key == "effort":
+                    effort = val
+                else:
+                    velocity = val
+        elif jt in ("revolute", "prismatic"):
+            raise _fail(f"a {jt} joint needs <limit lower=.. upper=.. effort=.. velocity=..> "
+                        "(use type continuous for an unbounded revolute joint)", source, f + ".limit")
+        if jt == "continuous":
+            lower, upper = -math.inf, math.inf
+        elif lower > upper:
+            raise _fail("limit lower is above upper", source, f + ".limit", (lower, upper))
+        joints.append(UrdfJoint(name, jt, pl, cl, axis, lower, upper, effort, velocity))
+    roots = [l for l in links if l not in children]
+    if len(roots) != 1:
+        raise _fail("the URDF must be one tree with a single root link (found roots: "
+                    f"{', '.join(roots)})", source, "link", roots)
+    for lk in root.findall("link"):
+        inertial = lk.find("inertial")
+        if inertial is None:
+            continue
+        mass = inertial.find("mass")
+        if mass is not None:
+            m = _floats(mass.get("value"), 1, (0.0,), source, f"link[{lk.get('name')}].inertial.mass")[0]
+            if m < 0:
+                raise _fail("mass must not be negative", source, f"link[{lk.get('name')}].inertial.mass", m)
+    # Load continuous joints as bounded revolute joints with infinite limits: one angle each.
+    for j in root.findall("joint"):
+        if j.get("type") == "continuous":
+            j.set("type", "revolute")
+            lim = j.find("limit")
+            if lim is None:
+                lim = ET.SubElement(j, "limit")
+            lim.set("lower", "-1e300")
+            lim.set("upper", "1e300")
+            lim.set("effort", lim.get("effort", "1e300"))
+            lim.set("velocity", lim.get("velocity", "1e300"))
+    desc = UrdfDescription(robot_name=root.get("name", "robot"), root_link=roots[0],
+                           links=tuple(links), joints=tuple(joints), fixed_joints=tuple(fixed),
+                           source=source, xml=xml)
+    return desc, ET.tostring(root, encoding="unicode")
+
+
+def load_urdf(path: str | Path | None = None, *, xml: str | None = None,
+              source: str | None = None) -> tuple[pin.Model, UrdfDescription]:
+    """Load a URDF file (or ``xml`` text, e.g. robot_description) into a pinocchio Model."""
+    if xml is None:
+        if path is None:
+            raise ValueError("load_urdf needs a path or xml text")
+        p = Path(path)
+        source = source or str(p)
+        if not p.is_file():
+            raise _fail("no such URDF file", source)
+        try:
+            xml = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise _fail(f"cannot read the URDF: {exc}", source) from None
+    source = source or "<robot_description>"
+    desc, pin_xml = parse_urdf(xml, source)
+    try:
+        model = pin.buildModelFromXML(pin_xml)
+    except (RuntimeError, ValueError) as exc:
+        raise _fail(f"pinocchio could not load the URDF: {exc}", source) from None
+    if model.nq != model.nv:
+        raise _fail("the model has joints with more than one configuration number per velocity "
+                    "(ball or floating joints); only 1-DOF joints are supported", source)
+    if model.nv == 0:
+        raise _fail("the URDF has no movable joint", source)
+    model.lowerPositionLimit = np.where(np.abs(model.lowerPositionLimit) > 1e299, -np.inf,
+                                        model.lowerPositionLimit)
+    model.upperPositionLimit = np.where(np.abs(model.upperPositionLimit) > 1e299, np.inf,
+                                        model.upperPositionLimit)
+    return model, desc

@@ -1,0 +1,33 @@
+"""ament_python package of mbfg_ros (also installs with plain pip)."""
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "mbfg_ros"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    packages=find_packages(exclude=["test", "test.*"]),
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", glob("launch/*.py")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.rviz")),
+        (f"share/{PACKAGE}/urdf", glob("urdf/*.urdf")),
+    ],
+    install_requires=["setuptools"],
+    zip_safe=True,
+    maintainer="mbfg_ros maintainers",
+    maintainer_email="mbfg_ros@example.com",
+    description="Multibody factor-graph state and force estimation for mechanisms, as a ROS 2 node",
+    license="BSD-3-Clause",
+    python_requires=">=3.10",
+    entry_points={
+        "console_scripts": [
+            "mbfg = mbfg_ros.cli.main:main",
+            "estimator = mbfg_ros.ros.estimator_node:main",
+            "sim_rig = mbfg_ros.ros.sim_rig_node:main",
+        ],
+    },
+)

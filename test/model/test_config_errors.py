@@ -1,0 +1,123 @@
+"""Bad input gives a clear message naming the file, the field and the value, and exit code 2."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import CONFIG, ROOT
+from mbfg_ros.cli.main import main
+
+FOUR_BAR = yaml.safe_load((CONFIG / "four_bar.yaml").read_text())
+
+
+def write_config(tmp_path, mutate, name="rig.yaml"):
+    doc = yaml.safe_load((CONFIG / "four_bar.yaml").read_text())
+    doc["mechanism"]["urdf"] = str(ROOT / "urdf" / "four_bar.urdf")
+    mutate(doc)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def check_fails(capsys, path, *fragments):
+    rc = main(["check", str(path)])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err.startswith("error: ")
+    assert "Traceback" not in err
+    for frag in fragments:
+        assert frag in err, f"{frag!r} not in: {err}"
+    return err
+
+
+def test_unknown_frame_in_closure(tmp_path, capsys):
+    p = write_config(tmp_path, lambda d: d["closures"][0].update(frame_b="roker_tip"))
+    check_fails(capsys, p, str(p), "closures[0].frame_b", "roker_tip", "did you mean 'rocker_tip'")
+
+
+def test_unknown_joint_in_encoder(tmp_path, capsys):
+    p = write_config(tmp_path, lambda d: d["sensors"]["encoders"][0].update(joint="crank"))
+    check_fails(capsys, p, "sensors.encoders[0].joint", "'crank'", "unknown joint")
+
+
+def test_unknown_link_for_a_gyro(tmp_path, capsys):
+    def mutate(d):
+        d["sensors"]["gyros"] = [{"name": "g", "frame": "copler", "noise": 0.01, "topic": "/imu"}]
+    p = write_config(tmp_path, mutate)
+    check_fails(capsys, p, "sensors.gyros[0].frame", "copler", "did you mean 'coupler'")
+
+
+def test_wrong_type(tmp_path, capsys):
+    p = write_config(tmp_path, lambda d: d["sensors"]["encoders"][0].update(noise="one degree"))
+    check_fails(capsys, p, "sensors.encoders[0].noise", "expected a number", "one degree")
+
+
+def test_missing_field(tmp_path, capsys):
+    p = write_config(tmp_path, lambda d: d["sensors"]["encoders"][0].pop("topic"))
+    check_fails(capsys, p, "sensors.encoders[0].topic", "required")
+
+
+def test_negative_noise(tmp_path, capsys):
+    p = write_config(tmp_path, lambda d: d["sensors"]["load_cells"][0].update(noise=-2.0))
+    check_fails(capsys, p, "sensors.load_cells[0].noise", "greater than zero", "-2.0")
+
+
+def test_misspelt_field(tmp_path, capsys):
+    p = write_config(tmp_path, lambda d: d["estimator"].update(keyframe_hz=100))
+    check_fails(capsys, p, "estimator.keyframe_hz", "unknown field", "did you mean 'keyframe_rate'")
+
+
+def test_bad_closure_type(tmp_path, capsys):
+    p = write_config(tmp_path, lambda d: d["closures"][0].update(type="hinge"))
+    check_fails(capsys, p, "closures[0].type", "must be one of", "hinge")
+
+
+def test_closure_that_cannot_be_assembled(tmp_path, capsys):
+    p = write_config(tmp_path, lambda d: d["frames"][1].update(xyz=[50.0, 0.0, 0.0]))
+    check_fails(capsys, p, "cannot be assembled", "coupler_rocker")
+
+
+def test_dof_that_is_not_independent(tmp_path, capsys):
+    p = write_config(tmp_path, lambda d: d["mechanism"].update(dof=["crank_joint", "rocker_joint"]))
+    check_fails(capsys, p, "degree(s) of freedom", "mechanism.dof")
+
+
+def test_malformed_yaml(tmp_path, capsys):
+    p = tmp_path / "bad.yaml"
+    p.write_text("mechanism:\n  urdf: x.urdf\n  gravity: [0, -9.81\n")
+    check_fails(capsys, p, str(p), "not valid YAML", "line")
+
+
+def test_missing_urdf_file(tmp_path, capsys):
+    p = write_config(tmp_path, lambda d: d["mechanism"].update(urdf="nowhere.urdf"))
+    check_fails(capsys, p, "mechanism.urdf", "no such file", "nowhere.urdf")
+
+
+@pytest.mark.parametrize("urdf,fragments", [
+    ("<robot name='x'><link name='a'/><joint name='j' type='revolute'><parent link='a'/>"
+     "<child link='b'/></joint>", ("malformed XML", "line")),
+    ("<robot name='x'><link name='a'/><link name='b'/><joint name='j' type='floating'>"
+     "<parent link='a'/><child link='b'/></joint></robot>", ("joint[j].type", "floating")),
+    ("<robot name='x'><link name='a'/><link name='b'/><joint name='j' type='revolute'>"
+     "<parent link='a'/><child link='c'/><axis xyz='0 0 1'/></joint></robot>", ("joint[j].child", "'c'")),
+    ("<robot name='x'><link name='a'/><link name='b'/><joint name='j' type='revolute'>"
+     "<parent link='a'/><child link='b'/><axis xyz='0 0 1'/></joint></robot>", ("joint[j].limit",)),
+])
+def test_malformed_urdf(tmp_path, capsys, urdf, fragments):
+    u = tmp_path / "bad.urdf"
+    u.write_text(urdf)
+    p = tmp_path / "rig.yaml"
+    p.write_text(yaml.safe_dump({"mechanism": {"urdf": str(u)}}))
+    check_fails(capsys, p, str(u), *fragments)
+
+
+def test_debug_shows_the_traceback_and_normal_mode_does_not(tmp_path):
+    p = write_config(tmp_path, lambda d: d["sensors"]["encoders"][0].update(joint="nope"))
+    exe = [sys.executable, "-m", "mbfg_ros.cli.main"]
+    plain = subprocess.run(exe + ["check", str(p)], capture_output=True, text=True)
+    assert plain.returncode == 2 and "Traceback" not in plain.stderr and "nope" in plain.stderr
+    debug = subprocess.run(exe + ["check", "--debug", str(p)], capture_output=True, text=True)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr

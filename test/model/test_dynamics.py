@@ -1,0 +1,82 @@
+"""Dynamics against closed-form cases and against pinocchio's own forward dynamics."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pinocchio as pin
+import pytest
+
+from conftest import ROOT
+from mbfg_ros.model.assembly import initial_state, solve_velocity
+from mbfg_ros.model.mechanism import load_mechanism
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    return load_mechanism(ROOT / "test" / "fixtures" / "pendulum.yaml")
+
+
+def test_pendulum_closed_form(pendulum):
+    """M = m L^2 / 3, G = m g (L / 2) cos(theta), friction c v, unknown input on the pivot."""
+    d = pendulum.create_data()
+    m, L, g, c = 2.0, 1.0, 9.81, 0.05
+    for th, w, al, u in ((0.3, 1.2, -0.7, 0.4), (-2.0, 0.0, 3.0, -1.0)):
+        e = pendulum.inverse_dynamics(d, np.array([th]), np.array([w]), np.array([al]), u=np.array([u]))
+        expected = m * L ** 2 / 3 * al + m * g * L / 2 * math.cos(th) + c * w - u
+        assert e.r[0] == pytest.approx(expected, rel=1e-10)
+        assert e.r_a[0, 0] == pytest.approx(m * L ** 2 / 3, rel=1e-12)
+        assert e.r_s[0] == pytest.approx(m * g * L / 2 * math.cos(th), rel=1e-10)
+
+
+def test_mass_matrix_symmetric_positive_definite(example):
+    d = example.create_data()
+    rng = np.random.default_rng(3)
+    q0, _ = initial_state(example, d)
+    for q in (q0, rng.uniform(-3, 3, example.n)):
+        M = example.mass_matrix(d, q)
+        np.testing.assert_allclose(M, M.T, atol=1e-12)
+        assert np.linalg.eigvalsh(M)[0] > 0
+
+
+def test_inverse_dynamics_vanishes_at_forward_dynamics_accelerations(example):
+    d = example.create_data()
+    q, _ = initial_state(example, d)
+    v = solve_velocity(example, d, q, np.linspace(0.5, -0.8, len(example.dof)))
+    tau = np.zeros(example.n)
+    for name in example.known_input_joints:
+        tau[example.index[name]] = 0.3
+    u = np.full(example.n_u, -0.2)
+    a, lam = example.forward_dynamics(d, q, v, tau, u)
+    r = example.inverse_dynamics(d, q, v, a, lam, tau, u).r
+    assert np.max(np.abs(r)) < 1e-9 * max(1.0, np.max(np.abs(example.mass_matrix(d, q) @ a)))
+    e = example.closures(d, q, v, a)
+    assert np.max(np.abs(e.phidd)) < 1e-9
+
+
+def test_open_chain_forward_dynamics_matches_pinocchio_aba(pendulum):
+    d = pendulum.create_data()
+    q, v, u = np.array([0.4]), np.array([-1.5]), np.array([0.7])
+    a, lam = pendulum.forward_dynamics(d, q, v, u=u)
+    friction = pendulum.friction(v)[0]
+    ref = pin.aba(pendulum.model, pendulum.model.createData(), q, v, u - friction)
+    np.testing.assert_allclose(a, ref, atol=1e-12)
+    assert lam.size == 0
+
+
+def test_constraint_forces_balance_a_static_four_bar(four_bar):
+    """At rest the closure reaction plus gravity give zero net effort on each coordinate."""
+    d = four_bar.create_data()
+    q, v = initial_state(four_bar, d)
+    a, lam = four_bar.forward_dynamics(d, q, v)
+    f, t = four_bar.closure_wrench(d, 0, q, lam)
+    # the rocker (body of frame_b) under its weight and the pin force: moment balance about B
+    rocker_tip = four_bar.frame_placement(d, q, four_bar.frame_id("rocker_tip")).translation
+    B = np.array([10.0, 0.0, 0.0])
+    com = B + (rocker_tip - B) / 2
+    weight = np.array([0.0, -9.81 * 5.0, 0.0])
+    I_B = 5.0 * 25.0 / 3.0
+    alpha = a[four_bar.index["rocker_joint"]]
+    moment = np.cross(rocker_tip - B, f)[2] + np.cross(com - B, weight)[2]
+    assert moment == pytest.approx(I_B * alpha, rel=1e-9, abs=1e-9)
+    np.testing.assert_allclose(t, 0.0, atol=1e-12)
