@@ -32,6 +32,7 @@ grep -rl --include='*.cmake' '/opt/python/cp3' "$VENV/share" 2>/dev/null | while
   sed -i -E "s#/opt/python/cp3[0-9]+-cp3[0-9]+/include/python3\.[0-9]+#${pyinc}#g; s#/opt/python/cp3[0-9]+-cp3[0-9]+/lib/python3\.[0-9]+/site-packages/numpy/_core/include#${npinc}#g" "$f"
 done
 build="$ROOT/build/tf2_msgs"
+mkdir -p "$ROOT/build"
 rm -rf "$build"
 (
   export CMAKE_PREFIX_PATH="$VENV" AMENT_PREFIX_PATH="$VENV" PATH="$VENV/bin:$PATH"
