@@ -1,0 +1,85 @@
+"""Input efforts applied to the actuated joints over time (N m, or N for prismatic joints).
+
+Every known-input joint (``actuation: known``, the effort a controller commands and the rig
+publishes) and every unknown-input joint (``actuation: unknown``, the effort an estimator must
+estimate) gets the scenario's profile; each joint draws its own random signal.
+
+Profiles (``A`` amplitude, ``f`` frequency, ``t0`` start; zero before t0):
+- none: 0;
+- step: A for t >= t0;
+- sine: A sin(2 pi f (t - t0)) for t >= t0;
+- random: a smooth random signal: a cubic spline through Gaussian knots (std A) spaced 1/f
+  apart, the first knot (at t0) zero, so it starts continuously.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.interpolate import CubicSpline
+
+from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.sim.scenario import Scenario
+
+
+class InputProfile:
+    """The applied efforts of a scenario on a mechanism: ``tau(t)`` (n,) on the known-input
+    joints and ``u(t)`` (n_u,) on the unknown-input joints."""
+
+    def __init__(self, mech: Mechanism, scenario: Scenario) -> None:
+        self.n = mech.n
+        self.known = np.array([mech.index[j] for j in mech.known_input_joints], dtype=int)
+        self.n_u = mech.n_u
+        self.profile = scenario.input_profile if scenario.input_amplitude != 0.0 else "none"
+        self.amplitude = float(scenario.input_amplitude)
+        self.frequency = float(scenario.input_frequency)
+        self.start = float(scenario.input_start)
+        channels = len(self.known) + self.n_u
+        self._splines: list[CubicSpline] = []
+        if self.profile == "random" and channels:
+            rng = np.random.default_rng([scenario.seed, 0x1B])
+            spacing = 1.0 / self.frequency
+            count = max(2, int(math.ceil((scenario.duration - self.start) / spacing)) + 3)
+            knots = self.start + spacing * np.arange(count)
+            for _ in range(channels):
+                values = self.amplitude * rng.standard_normal(count)
+                values[0] = 0.0
+                self._splines.append(CubicSpline(knots, values, bc_type="clamped"))
+
+    @property
+    def active(self) -> bool:
+        """True when some joint gets a nonzero effort."""
+        return self.profile != "none" and (len(self.known) + self.n_u) > 0
+
+    def breakpoints(self) -> list[float]:
+        """Times where the effort or its derivative jumps (the integrator restarts there)."""
+        return [self.start] if self.active else []
+
+    def _channels(self, t: np.ndarray) -> np.ndarray:
+        """(len(t), channels) efforts; channels are the known joints, then the unknown inputs."""
+        k = len(self.known) + self.n_u
+        out = np.zeros((t.size, k))
+        if not self.active:
+            return out
+        on = t >= self.start
+        if self.profile == "step":
+            out[on] = self.amplitude
+        elif self.profile == "sine":
+            out[on] = (self.amplitude * np.sin(2 * math.pi * self.frequency * (t[on] - self.start)))[:, None]
+        else:
+            for c, spline in enumerate(self._splines):
+                out[on, c] = spline(t[on])
+        return out
+
+    def efforts(self, times) -> tuple[np.ndarray, np.ndarray]:
+        """Known efforts tau (N, n) and unknown efforts u (N, n_u) at ``times`` (s)."""
+        t = np.atleast_1d(np.asarray(times, float))
+        ch = self._channels(t)
+        tau = np.zeros((t.size, self.n))
+        tau[:, self.known] = ch[:, :len(self.known)]
+        return tau, ch[:, len(self.known):].copy()
+
+    def at(self, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """tau (n,) and u (n_u,) at one time (s)."""
+        tau, u = self.efforts(np.array([t]))
+        return tau[0], u[0]

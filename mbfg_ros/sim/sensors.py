@@ -1,0 +1,378 @@
+"""Synthetic sensor samples from a simulated truth (the sensors of a mechanism config).
+
+Each sensor of the config (encoders, gyros, load cells) and each known-input joint (a
+``command``: the effort a controller sends, published as sensor_msgs/JointState effort) is a
+*channel* sampled at its rate; the value is the sensor model evaluated on the truth at the
+sample's own time, plus the faults of :class:`SensorOptions` (all off by default except the
+Gaussian noise and the encoder quantisation the config describes).
+
+Timing: a channel at rate r has nominal sample times k / r, k = 0, 1, ... while k / r is below
+the duration (10 s at 1 kHz: exactly 10 000 samples). Encoders that share a topic and a rate
+are read together (one JointState message), and so are the known inputs of one topic: they
+share their sample times, jitter and dropouts. Every other sensor has its own.
+
+Values (units and frames):
+- encoder: (1,) the joint position, rad or m (not wrapped), + noise, then quantised;
+- gyro: (3,) angular velocity of the sensor frame (``frame`` rotated by ``rotation_rpy``) in
+  that frame, rad/s, all three axes even if the config measures fewer, + noise and bias;
+- load_cell: (1,) the config's reading (N or N m) + noise;
+- command: (1,) the known input effort, N m or N (exact: no noise, no outliers).
+
+Random streams are seeded per channel from (seed, channel name), so a given seed always gives
+the same samples, and adding a sensor does not change the others'.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+import pinocchio as pin
+
+from mbfg_ros.errors import MbfgError
+from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.sim.forward import Trajectory
+from mbfg_ros.sim.scenario import truth_mechanism
+
+SENSOR_KINDS = ("encoder", "gyro", "load_cell", "command")
+"""The kinds of channel; also the keys of SensorOptions.rates that apply to a whole kind."""
+
+DEFAULT_COMMAND_RATE = 1000.0
+"""Hz, the rate of the known-input (command) channels unless SensorOptions.rates says otherwise."""
+
+
+@dataclass(frozen=True)
+class SensorOptions:
+    """How sensor samples are synthesized. Every fault is off by default.
+
+    Attributes:
+        rates: Hz, overrides of the sample rates, keyed by a kind (``encoder``, ``gyro``,
+            ``load_cell``, ``command``: every channel of that kind) or by a sensor name (or
+            ``command:<joint>``; that channel only). Precedence: sensor name, then kind, then the
+            config's ``rate`` of the sensor (whose defaults are 1000, 400, 200 Hz), then 1000 Hz
+            for commands.
+        noise: add Gaussian noise with the config's standard deviation (``noise``).
+        quantize: round encoder readings to the config's ``resolution`` (when > 0).
+        gyro_bias: rad/s, standard deviation of a constant gyro bias drawn per gyro and axis.
+        gyro_bias_walk: add a bias random walk with the config's ``bias_instability``
+            (rad/s per sqrt(s)), starting from the constant bias.
+        jitter: s, standard deviation of the sample-time jitter: the true sample time (the
+            stamp) is the nominal time plus N(0, jitter), clipped to the run; the value is the
+            truth at the stamp.
+        delay: s, transport delay: a sample is received at stamp + delay.
+        dropout: probability that a sample (a message) is lost.
+        outlier_rate: probability that a sensor sample is an outlier: every component is
+            moved by outlier_scale standard deviations with a random sign.
+        outlier_scale: size of an outlier, in standard deviations of the sensor's noise.
+        seed: seed of every random draw (noise, bias, jitter, dropouts, outliers).
+    """
+    rates: dict[str, float] = field(default_factory=dict)
+    noise: bool = True
+    quantize: bool = True
+    gyro_bias: float = 0.0
+    gyro_bias_walk: bool = False
+    jitter: float = 0.0
+    delay: float = 0.0
+    dropout: float = 0.0
+    outlier_rate: float = 0.0
+    outlier_scale: float = 10.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for key, rate in self.rates.items():
+            if not (isinstance(rate, (int, float)) and math.isfinite(rate) and rate > 0):
+                raise MbfgError(f"sensor rate of {key!r} must be a positive number of Hz (value: {rate!r})")
+        for name in ("gyro_bias", "jitter", "delay", "outlier_scale"):
+            val = getattr(self, name)
+            if not (math.isfinite(val) and val >= 0):
+                raise MbfgError(f"sensor option {name} must be >= 0 (value: {val!r})")
+        for name in ("dropout", "outlier_rate"):
+            val = getattr(self, name)
+            if not (0.0 <= val < 1.0):
+                raise MbfgError(f"sensor option {name} is a probability in [0, 1) (value: {val!r})")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sensor sample.
+
+    Attributes:
+        sensor: the config's sensor name, or ``command:<joint>`` for a known input.
+        kind: encoder | gyro | load_cell | command.
+        stamp: s from the start of the run: the true sample time (the message's header.stamp
+            minus the bag's epoch).
+        receive: s, when the sample arrives (stamp + delay; the bag's log time minus the epoch).
+        value: encoder (1,) rad or m; gyro (3,) rad/s in the sensor frame; load_cell (1,) N or
+            N m; command (1,) N m or N.
+    """
+    sensor: str
+    kind: str
+    stamp: float
+    receive: float
+    value: np.ndarray
+
+
+@dataclass(frozen=True)
+class SensorChannel:
+    """One stream of samples: a sensor of the config or a known-input joint.
+
+    ``index`` is the sensor's index in the Mechanism's encoders / gyros / load_cells, or the
+    joint's coordinate index for a command. ``frame_id`` is the header frame id of its messages
+    (empty for JointState); ``group`` names the channels read together (same times)."""
+    name: str
+    kind: str
+    topic: str
+    rate: float
+    noise: float
+    index: int
+    frame_id: str
+    group: str
+    joint: str = ""          # encoders and commands: the joint (the JointState name)
+
+
+@dataclass
+class SensorSeries:
+    """The samples of one channel as columns: ``stamp``/``receive`` (K,) s, ``value`` (K, d)
+    with faults, ``true_value`` (K, d) the noise-free, bias-free model value at the stamp."""
+    channel: SensorChannel
+    stamp: np.ndarray
+    receive: np.ndarray
+    value: np.ndarray
+    true_value: np.ndarray
+
+
+def load_cell_frame(mech: Mechanism, k: int) -> str:
+    """Frame name of load cell k's axis: its ``frame``, else the closure's frame_b, else the
+    joint's child link (joint and actuator cells)."""
+    cell = mech.load_cells[k]
+    if cell.config.frame:
+        return cell.config.frame
+    if cell.config.measures == "closure":
+        return mech.closure_configs[cell.closure].frame_b
+    child = {j.name: j.child for j in mech.urdf.joints}
+    return child[cell.config.joint]
+
+
+def channel_names(mech: Mechanism) -> list[str]:
+    """Every sensor name of the config and ``command:<joint>`` for every known-input joint."""
+    return ([e.config.name for e in mech.encoders] + [g.config.name for g in mech.gyros]
+            + [c.config.name for c in mech.load_cells] + [f"command:{j}" for j in mech.known_input_joints])
+
+
+def check_rates(mech: Mechanism, rates: dict[str, float]) -> None:
+    """Raise MbfgError for a rate key that is neither a kind nor a channel of ``mech``."""
+    known = channel_names(mech)
+    for key in rates:
+        if key not in SENSOR_KINDS and key not in known:
+            raise MbfgError(f"unknown sensor or kind {key!r} in the sensor rates (kinds: "
+                            f"{', '.join(SENSOR_KINDS)}; sensors of this rig: {', '.join(known) or 'none'})")
+
+
+def sensor_channels(mech: Mechanism, options: SensorOptions | None = None) -> list[SensorChannel]:
+    """The channels of ``mech``'s config with their effective rates (see SensorOptions.rates)."""
+    options = options or SensorOptions()
+    check_rates(mech, options.rates)
+    rates = options.rates
+
+    def rate(name: str, kind: str, nominal: float) -> float:
+        return float(rates.get(name, rates.get(kind, nominal)))
+
+    out: list[SensorChannel] = []
+    for k, e in enumerate(mech.encoders):
+        c = e.config
+        r = rate(c.name, "encoder", c.rate)
+        out.append(SensorChannel(c.name, "encoder", c.topic, r, c.noise, k, "",
+                                 f"encoder|{c.topic}|{r!r}", joint=c.joint))
+    for k, g in enumerate(mech.gyros):
+        c = g.config
+        out.append(SensorChannel(c.name, "gyro", c.topic, rate(c.name, "gyro", c.rate), c.noise, k,
+                                 c.frame_id or c.name, f"gyro|{c.name}"))
+    for k, cell in enumerate(mech.load_cells):
+        c = cell.config
+        out.append(SensorChannel(c.name, "load_cell", c.topic, rate(c.name, "load_cell", c.rate),
+                                 c.noise, k, load_cell_frame(mech, k), f"load_cell|{c.name}"))
+    for joint in mech.known_input_joints:
+        name = f"command:{joint}"
+        topic = mech.config.joint(joint).topic
+        r = rate(name, "command", DEFAULT_COMMAND_RATE)
+        out.append(SensorChannel(name, "command", topic, r, 0.0, mech.index[joint], "",
+                                 f"command|{topic}|{r!r}", joint=joint))
+    return out
+
+
+def sample_times(duration: float, rate: float) -> np.ndarray:
+    """Nominal sample times k / rate (s) for k = 0 .. while below ``duration``."""
+    count = int(math.ceil(duration * rate - 1e-9))
+    return np.arange(max(count, 0)) / rate
+
+
+def _rng(seed: int, name: str, purpose: str) -> np.random.Generator:
+    return np.random.default_rng([int(seed) & 0xFFFFFFFF, zlib.crc32(name.encode()),
+                                  zlib.crc32(purpose.encode())])
+
+
+def _sensor_mechanism(trajectory: Trajectory, config_mechanism: Mechanism | None) -> Mechanism:
+    """The truth Mechanism that carries the sensors of ``config_mechanism``'s config."""
+    truth = trajectory.mechanism
+    if config_mechanism is None:
+        return truth
+    a, b = config_mechanism.config, truth.config
+    if (a.sensors == b.sensors and a.frames == b.frames and a.urdf == b.urdf
+            and a.closures == b.closures
+            and {k: (j.actuation, j.topic) for k, j in a.joints.items()}
+            == {k: (j.actuation, j.topic) for k, j in b.joints.items()}):
+        return truth
+    mech = truth_mechanism(a, trajectory.scenario)
+    if mech.joint_names != truth.joint_names:
+        raise MbfgError("the sensors' config describes other joints than the simulated rig "
+                        f"({', '.join(mech.joint_names)} vs {', '.join(truth.joint_names)})")
+    return mech
+
+
+class _TruthReader:
+    """Truth at sample times: the trajectory's grid values where a time is on the grid,
+    :meth:`Trajectory.state_at` elsewhere."""
+
+    def __init__(self, trajectory: Trajectory) -> None:
+        self.tr = trajectory
+        t = trajectory.t
+        self.rate = (len(t) - 1) / (t[-1] - t[0]) if len(t) > 1 else 0.0
+
+    def state(self, times: np.ndarray, level: int = 2):
+        tr = self.tr
+        N = times.size
+        if N == 0 or self.rate == 0.0:
+            return tr.state_at(times, level)
+        k = np.rint(times * self.rate).astype(int)
+        ok = (k >= 0) & (k < len(tr.t))
+        kc = np.clip(k, 0, len(tr.t) - 1)
+        on = ok & (np.abs(tr.t[kc] - times) <= 1e-12)
+        out = [x[kc].copy() for x in (tr.q, tr.v, tr.a, tr.lam, tr.tau, tr.u)]
+        if not np.all(on):
+            off = ~on
+            for dst, src in zip(out, tr.state_at(times[off], level)):
+                dst[off] = src
+        return tuple(out)
+
+
+def _gyro_values(mech: Mechanism, k: int, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """(K, 3) angular velocity of gyro k's sensor frame in that frame (rad/s), all axes."""
+    g = mech.gyros[k]
+    model = mech.model
+    data = model.createData()
+    RT = g.R_mount.T
+    out = np.empty((q.shape[0], 3))
+    for i in range(q.shape[0]):
+        pin.forwardKinematics(model, data, q[i], v[i])
+        out[i] = RT @ pin.getFrameVelocity(model, data, g.frame_id, pin.LOCAL).angular
+    return out
+
+
+def _load_cell_values(mech: Mechanism, k: int, q, v, a, lam, tau, u) -> np.ndarray:
+    """(K, 1) the true readings of load cell k (N or N m)."""
+    d = mech.create_data()
+    out = np.empty((q.shape[0], 1))
+    for i in range(q.shape[0]):
+        out[i, 0] = mech.load_cell(d, k, q[i], v[i], a[i], lam[i], u[i], tau[i], derivatives=False)[0]
+    return out
+
+
+def synthesize_series(trajectory: Trajectory, options: SensorOptions | None = None,
+                      config_mechanism: Mechanism | None = None) -> list[SensorSeries]:
+    """The samples of every channel, as columns (see :func:`synthesize`)."""
+    options = options or SensorOptions()
+    mech = _sensor_mechanism(trajectory, config_mechanism)
+    channels = sensor_channels(mech, options)
+    duration = trajectory.duration
+    reader = _TruthReader(trajectory)
+    groups: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    series: list[SensorSeries] = []
+    for ch in channels:
+        # sample times (shared within a group) and which samples survive
+        if ch.group not in groups:
+            stamp = sample_times(duration, ch.rate)
+            if options.jitter > 0:
+                stamp = np.clip(stamp + options.jitter * _rng(options.seed, ch.group, "jitter")
+                                .standard_normal(stamp.size), 0.0, duration)
+            keep = np.ones(stamp.size, bool)
+            if options.dropout > 0:
+                keep = _rng(options.seed, ch.group, "dropout").random(stamp.size) >= options.dropout
+            groups[ch.group] = (stamp, keep)
+        stamp, keep = groups[ch.group]
+        true = _true_values(mech, ch, reader, stamp)
+        value = true.copy()
+        if ch.kind != "command":
+            value = _add_faults(mech, ch, options, stamp, value)
+        series.append(SensorSeries(ch, stamp[keep], stamp[keep] + options.delay, value[keep], true[keep]))
+    return series
+
+
+def _true_values(mech: Mechanism, ch: SensorChannel, reader: _TruthReader, stamp: np.ndarray) -> np.ndarray:
+    if ch.kind == "command":
+        tau, _ = reader.tr.input_efforts(stamp)
+        return tau[:, ch.index:ch.index + 1].copy()
+    level = {"encoder": 0, "gyro": 1}.get(ch.kind, 2)
+    q, v, a, lam, tau, u = reader.state(stamp, level)
+    if ch.kind == "encoder":
+        j = mech.encoders[ch.index].index
+        return q[:, j:j + 1].copy()
+    if ch.kind == "gyro":
+        return _gyro_values(mech, ch.index, q, v)
+    return _load_cell_values(mech, ch.index, q, v, a, lam, tau, u)
+
+
+def _add_faults(mech: Mechanism, ch: SensorChannel, opt: SensorOptions, stamp: np.ndarray,
+                value: np.ndarray) -> np.ndarray:
+    K, dim = value.shape
+    if opt.noise and ch.noise > 0:
+        value = value + ch.noise * _rng(opt.seed, ch.name, "noise").standard_normal((K, dim))
+    if ch.kind == "gyro":
+        rng = _rng(opt.seed, ch.name, "bias")
+        bias = np.broadcast_to(opt.gyro_bias * rng.standard_normal(3), (K, 3)).copy()
+        walk = mech.gyros[ch.index].config.bias_instability
+        if opt.gyro_bias_walk and walk > 0 and K:
+            dt = np.diff(np.concatenate([[0.0], stamp]))
+            steps = walk * np.sqrt(np.maximum(dt, 0.0))[:, None] * rng.standard_normal((K, 3))
+            bias += np.cumsum(steps, axis=0)
+        value = value + bias
+    if opt.outlier_rate > 0:
+        rng = _rng(opt.seed, ch.name, "outliers")
+        hit = rng.random(K) < opt.outlier_rate
+        sign = np.where(rng.random((K, dim)) < 0.5, -1.0, 1.0)
+        value = value + hit[:, None] * sign * opt.outlier_scale * ch.noise
+    if ch.kind == "encoder" and opt.quantize:
+        res = mech.encoders[ch.index].config.resolution
+        if res > 0:
+            value = np.round(value / res) * res
+    return value
+
+
+def samples_from_series(series: list[SensorSeries]) -> list[Sample]:
+    """Flatten series into Samples sorted by receive time, ties by stamp, then channel order."""
+    if not series:
+        return []
+    receive = np.concatenate([s.receive for s in series])
+    stamp = np.concatenate([s.stamp for s in series])
+    which = np.concatenate([np.full(s.stamp.size, i) for i, s in enumerate(series)])
+    row = np.concatenate([np.arange(s.stamp.size) for s in series])
+    order = np.lexsort((which, stamp, receive))
+    out = []
+    for i in order:
+        s = series[which[i]]
+        r = row[i]
+        out.append(Sample(s.channel.name, s.channel.kind, float(stamp[i]), float(receive[i]),
+                          s.value[r].copy()))
+    return out
+
+
+def synthesize(trajectory: Trajectory, options: SensorOptions | None = None,
+               config_mechanism: Mechanism | None = None) -> list[Sample]:
+    """Sensor samples of the simulated ``trajectory``, sorted by receive time (ties by stamp).
+
+    ``config_mechanism`` chooses the sensor set: the sensors (and known inputs) of its config,
+    evaluated on a truth Mechanism built from that config with the trajectory's scenario (so a
+    four-bar trajectory can feed the sensors of four_bar_gyro.yaml); default: the trajectory's
+    own config. Deterministic for a given ``options.seed``.
+    """
+    return samples_from_series(synthesize_series(trajectory, options, config_mechanism))
