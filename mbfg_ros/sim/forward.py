@@ -177,11 +177,24 @@ class Trajectory:
     def state_at(self, times, level: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray,
                                                         np.ndarray, np.ndarray, np.ndarray]:
         """The truth (q, v, a, lam, tau, u) at arbitrary ``times`` (s, within [0, duration]),
-        each with a leading axis of len(times). Times on the output grid give the grid's values
-        exactly. ``level`` 0 computes positions only and 1 also velocities (cheaper; the rest is
-        NaN). Not thread-safe (one scratch per trajectory)."""
-        q, v, a, lam, tau, u, _ = self._evaluator.evaluate(times, level)
-        return q, v, a, lam, tau, u
+        each with a leading axis of len(times). Times on the output grid (within 1e-12 s) give
+        the grid's values; others are evaluated from the dense output. ``level`` 0 computes
+        positions only and 1 also velocities for off-grid times (cheaper; the rest is NaN).
+        Not thread-safe (one scratch per trajectory)."""
+        t = np.atleast_1d(np.asarray(times, float))
+        grid = self.t
+        if t.size == 0 or grid.size < 2:
+            q, v, a, lam, tau, u, _ = self._evaluator.evaluate(t, level)
+            return q, v, a, lam, tau, u
+        rate = (grid.size - 1) / (grid[-1] - grid[0])
+        k = np.clip(np.rint((t - grid[0]) * rate).astype(np.int64), 0, grid.size - 1)
+        on = np.abs(grid[k] - t) <= 1e-12
+        out = [x[k].copy() for x in (self.q, self.v, self.a, self.lam, self.tau, self.u)]
+        if not np.all(on):
+            off = ~on
+            for dst, src in zip(out, self._evaluator.evaluate(t[off], level)[:6]):
+                dst[off] = src
+        return tuple(out)
 
     def input_efforts(self, times) -> tuple[np.ndarray, np.ndarray]:
         """The applied efforts at ``times``: tau (N, n) known, u (N, n_u) unknown (N m or N)."""

@@ -230,32 +230,6 @@ def _sensor_mechanism(trajectory: Trajectory, config_mechanism: Mechanism | None
     return mech
 
 
-class _TruthReader:
-    """Truth at sample times: the trajectory's grid values where a time is on the grid,
-    :meth:`Trajectory.state_at` elsewhere."""
-
-    def __init__(self, trajectory: Trajectory) -> None:
-        self.tr = trajectory
-        t = trajectory.t
-        self.rate = (len(t) - 1) / (t[-1] - t[0]) if len(t) > 1 else 0.0
-
-    def state(self, times: np.ndarray, level: int = 2):
-        tr = self.tr
-        N = times.size
-        if N == 0 or self.rate == 0.0:
-            return tr.state_at(times, level)
-        k = np.rint(times * self.rate).astype(int)
-        ok = (k >= 0) & (k < len(tr.t))
-        kc = np.clip(k, 0, len(tr.t) - 1)
-        on = ok & (np.abs(tr.t[kc] - times) <= 1e-12)
-        out = [x[kc].copy() for x in (tr.q, tr.v, tr.a, tr.lam, tr.tau, tr.u)]
-        if not np.all(on):
-            off = ~on
-            for dst, src in zip(out, tr.state_at(times[off], level)):
-                dst[off] = src
-        return tuple(out)
-
-
 def _gyro_values(mech: Mechanism, k: int, q: np.ndarray, v: np.ndarray) -> np.ndarray:
     """(K, 3) angular velocity of gyro k's sensor frame in that frame (rad/s), all axes."""
     g = mech.gyros[k]
@@ -285,7 +259,6 @@ def synthesize_series(trajectory: Trajectory, options: SensorOptions | None = No
     mech = _sensor_mechanism(trajectory, config_mechanism)
     channels = sensor_channels(mech, options)
     duration = trajectory.duration
-    reader = _TruthReader(trajectory)
     groups: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     series: list[SensorSeries] = []
     for ch in channels:
@@ -300,7 +273,7 @@ def synthesize_series(trajectory: Trajectory, options: SensorOptions | None = No
                 keep = _rng(options.seed, ch.group, "dropout").random(stamp.size) >= options.dropout
             groups[ch.group] = (stamp, keep)
         stamp, keep = groups[ch.group]
-        true = _true_values(mech, ch, reader, stamp)
+        true = _true_values(mech, ch, trajectory, stamp)
         value = true.copy()
         if ch.kind != "command":
             value = _add_faults(mech, ch, options, stamp, value)
@@ -308,12 +281,12 @@ def synthesize_series(trajectory: Trajectory, options: SensorOptions | None = No
     return series
 
 
-def _true_values(mech: Mechanism, ch: SensorChannel, reader: _TruthReader, stamp: np.ndarray) -> np.ndarray:
+def _true_values(mech: Mechanism, ch: SensorChannel, trajectory: Trajectory, stamp: np.ndarray) -> np.ndarray:
     if ch.kind == "command":
-        tau, _ = reader.tr.input_efforts(stamp)
+        tau, _ = trajectory.input_efforts(stamp)
         return tau[:, ch.index:ch.index + 1].copy()
     level = {"encoder": 0, "gyro": 1}.get(ch.kind, 2)
-    q, v, a, lam, tau, u = reader.state(stamp, level)
+    q, v, a, lam, tau, u = trajectory.state_at(stamp, level)
     if ch.kind == "encoder":
         j = mech.encoders[ch.index].index
         return q[:, j:j + 1].copy()
