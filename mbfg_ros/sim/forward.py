@@ -378,12 +378,28 @@ def simulate(mechanism_or_config: Mechanism | RigConfig | str | Path, scenario: 
         bar = tqdm(total=round(scenario.duration, 6), unit="s", desc="integrating",
                    bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.2f}/{total:.2f} s [{elapsed}<{remaining}]",
                    leave=False)
+    grid = output_grid(scenario.duration, options.output_rate)
+    parts: list[tuple[np.ndarray, ...]] = []
+    done = 0
+
+    def segment_done(dt: float) -> None:
+        # evaluate the output grid up to the integrated time as the run goes (same values as
+        # evaluating it at the end: each time uses the segment that covers it)
+        nonlocal done
+        k = int(np.searchsorted(grid, sim.t + 1e-12, side="right"))
+        if k > done:
+            parts.append(sim.state_at(grid[done:k]))
+            done = k
+        if bar is not None:
+            bar.update(dt)
+
     try:
-        sim.advance_to(scenario.duration, progress=(lambda dt: bar.update(dt)) if bar else None)
+        sim.advance_to(scenario.duration, progress=segment_done)
     finally:
         if bar is not None:
             bar.close()
-    t = output_grid(scenario.duration, options.output_rate)
-    q, v, a, lam, tau, u, res = sim.state_at(t)
+    if done < grid.size:
+        parts.append(sim.state_at(grid[done:]))
+    q, v, a, lam, tau, u, res = (np.concatenate(x) for x in zip(*parts))
     stats = sim.stats(time.perf_counter() - start)
-    return Trajectory(mech, scenario, t, q, v, a, lam, tau, u, res, stats, sim._eval)
+    return Trajectory(mech, scenario, grid, q, v, a, lam, tau, u, res, stats, sim._eval)
