@@ -256,8 +256,9 @@ class ForwardSimulator:
     def _initial_state(self, d) -> tuple[np.ndarray, np.ndarray]:
         mech, sc = self.mech, self.scenario
         k = len(mech.dof)
-        off = np.broadcast_to(np.asarray(sc.initial_dof_offset, float), (k,)) \
-            if np.ndim(sc.initial_dof_offset) == 0 else np.asarray(sc.initial_dof_offset, float)
+        off = np.asarray(sc.initial_dof_offset, float)
+        if off.ndim == 0:
+            off = np.full(k, float(off))
         if off.shape != (k,):
             raise MbfgError(f"initial_dof_offset needs {k} value(s), one per DOF "
                             f"({', '.join(mech.dof_names)}); got {len(off)}")

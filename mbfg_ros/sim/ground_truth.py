@@ -54,7 +54,8 @@ class GroundTruth:
 
 def closure_wrench_in_frame_b(mech: Mechanism, data, k: int, q: np.ndarray,
                               lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Closure k's reaction on frame_b's body at frame_b's origin, in frame_b (N, N m)."""
+    """Closure k's reaction on frame_b's body at frame_b's origin, in frame_b (N, N m), from
+    the multipliers ``lam`` (all m of them) at ``q``; ``data`` is the Mechanism's scratch."""
     f, t = mech.closure_wrench(data, k, q, lam)
     fid = mech.frame_id(mech.closure_configs[k].frame_b)
     R = mech.frame_placement(data, q, fid).rotation
@@ -76,13 +77,9 @@ def ground_truth(trajectory: Trajectory, rate: float | None = DEFAULT_TRUTH_RATE
     N, nc, ncell = t.size, len(mech.closure_configs), len(mech.load_cells)
     force = np.zeros((N, nc, 3))
     torque = np.zeros((N, nc, 3))
-    fids = [mech.frame_id(c.frame_b) for c in mech.closure_configs]
     for i in range(N):
         for k in range(nc):
-            f, tq = mech.closure_wrench(d, k, q[i], lam[i])
-            R = mech.frame_placement(d, q[i], fids[k]).rotation
-            force[i, k] = R.T @ f
-            torque[i, k] = R.T @ tq
+            force[i, k], torque[i, k] = closure_wrench_in_frame_b(mech, d, k, q[i], lam[i])
     cells = np.zeros((N, ncell))
     for i in range(N):
         for k in range(ncell):

@@ -77,11 +77,6 @@ class Scenario:
                 if not (math.isfinite(factor) and factor > 0):
                     raise MbfgError(f"{what} of {name!r} must be a positive factor (value: {factor!r})")
 
-    @property
-    def conservative(self) -> bool:
-        """True when the truth has no input efforts (friction is the caller's to check)."""
-        return self.input_profile == "none" or self.input_amplitude == 0.0
-
     def describe(self) -> dict:
         """The scenario as plain JSON-able data."""
         off = self.initial_dof_offset

@@ -66,6 +66,9 @@ class SensorOptions:
             moved by outlier_scale standard deviations with a random sign.
         outlier_scale: size of an outlier, in standard deviations of the sensor's noise.
         seed: seed of every random draw (noise, bias, jitter, dropouts, outliers).
+
+    Timing faults (jitter, delay, dropout) apply to every channel, commands included; value
+    faults (noise, bias, outliers, quantisation) only to sensors.
     """
     rates: dict[str, float] = field(default_factory=dict)
     noise: bool = True

@@ -124,3 +124,27 @@ def test_a_diverging_run_is_reported_with_time_and_joints():
     with pytest.raises(MbfgError, match=r"at t = .* s \(pivot="):
         simulate(config_mechanism("pendulum"),
                  Scenario(duration=1.0, input_profile="step", input_amplitude=1e200, input_start=0.0))
+
+
+def test_redundant_closure_rows_give_the_same_motion(tmp_path):
+    """A spatial revolute closure (5 rows) on the planar four-bar: 3 rows are redundant."""
+    import yaml
+    from conftest import CONFIG
+    from mbfg_ros.model.config import parse_rig_config
+    from mbfg_ros.model.mechanism import Mechanism
+    doc = yaml.safe_load((CONFIG / "four_bar.yaml").read_text())
+    doc["mechanism"]["urdf"] = str(CONFIG.parent / "urdf" / "four_bar.urdf")
+    doc["closures"][0].update(type="revolute", axis=[0.0, 0.0, 1.0])
+    doc["closures"][0].pop("plane_normal", None)
+    mech = Mechanism(parse_rig_config(doc, source=tmp_path / "revolute.yaml"))
+    assert mech.m == 5
+    redundant = simulate(mech, Scenario(duration=1.0, friction=False))
+    planar = simulated("four_bar", duration=10.0, friction=False)
+    np.testing.assert_allclose(redundant.q, planar.q[:1001], atol=1e-8)
+    np.testing.assert_allclose(redundant.a, planar.a[:1001], atol=1e-6)
+    assert redundant.closure_residual().max() < 1e-8
+    # the reaction force is the same (minimum-norm multipliers leave the redundant rows at 0)
+    f, _ = mech.closure_wrench(mech.create_data(), 0, redundant.q[500], redundant.lam[500])
+    pm = planar.mechanism
+    f_planar, _ = pm.closure_wrench(pm.create_data(), 0, planar.q[500], planar.lam[500])
+    np.testing.assert_allclose(f, f_planar, atol=1e-6)
