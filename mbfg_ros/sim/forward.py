@@ -303,10 +303,13 @@ class ForwardSimulator:
         return ends
 
     def advance_to(self, t_end: float, progress: Callable[[float], None] | None = None) -> None:
-        """Integrate from the current time to ``t_end`` (s); ``progress(dt)`` is called after
-        each segment with the simulated time it covered. Raises MbfgError on a solver failure
+        """Integrate from the current time to ``t_end`` (s, at most the scenario's duration);
+        ``progress(dt)`` is called after each segment with the simulated time it covered. Raises MbfgError on a solver failure
         or a singular configuration, naming the time and the joint values."""
         opt, n = self.options, self.mech.n
+        if t_end > self.scenario.duration * (1 + 1e-12):
+            raise MbfgError(f"cannot simulate to t = {t_end:g} s: the scenario (and its input "
+                            f"profile) ends at {self.scenario.duration:g} s")
         for t1 in self._segment_ends(t_end):
             t0 = self.t
             first = None if self._h is None else min(self._h, t1 - t0)

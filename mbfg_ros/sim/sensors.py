@@ -58,8 +58,8 @@ class SensorOptions:
         gyro_bias_walk: add a bias random walk with the config's ``bias_instability``
             (rad/s per sqrt(s)), starting from the constant bias.
         jitter: s, standard deviation of the sample-time jitter: the true sample time (the
-            stamp) is the nominal time plus N(0, jitter), clipped to the run; the value is the
-            truth at the stamp.
+            stamp) is the nominal time plus N(0, jitter), clipped to the run (and kept in
+            order); the value is the truth at the stamp.
         delay: s, transport delay: a sample is received at stamp + delay.
         dropout: probability that a sample (a message) is lost.
         outlier_rate: probability that a sensor sample is an outlier: every component is
@@ -269,8 +269,8 @@ def synthesize_series(trajectory: Trajectory, options: SensorOptions | None = No
         if ch.group not in groups:
             stamp = sample_times(duration, ch.rate)
             if options.jitter > 0:
-                stamp = np.clip(stamp + options.jitter * _rng(options.seed, ch.group, "jitter")
-                                .standard_normal(stamp.size), 0.0, duration)
+                stamp = np.sort(np.clip(stamp + options.jitter * _rng(options.seed, ch.group, "jitter")
+                                        .standard_normal(stamp.size), 0.0, duration))
             keep = np.ones(stamp.size, bool)
             if options.dropout > 0:
                 keep = _rng(options.seed, ch.group, "dropout").random(stamp.size) >= options.dropout

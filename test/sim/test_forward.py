@@ -148,3 +148,17 @@ def test_redundant_closure_rows_give_the_same_motion(tmp_path):
     pm = planar.mechanism
     f_planar, _ = pm.closure_wrench(pm.create_data(), 0, planar.q[500], planar.lam[500])
     np.testing.assert_allclose(f, f_planar, atol=1e-6)
+
+
+def test_forward_simulator_advances_in_chunks_like_a_live_rig():
+    from mbfg_ros.sim.forward import ForwardSimulator
+    mech = config_mechanism("four_bar")
+    sim = ForwardSimulator(mech, Scenario(duration=1.0, friction=False))
+    sim.advance_to(0.25)
+    sim.advance_to(1.0)
+    q, v, a, lam, tau, u, res = sim.state_at(np.array([0.1, 0.6, 1.0]))
+    ref = simulated("four_bar", duration=10.0, friction=False)
+    np.testing.assert_allclose(q, ref.q[[100, 600, 1000]], atol=1e-8)
+    assert res.max() < 1e-12
+    with pytest.raises(MbfgError, match="ends at 1 s"):
+        sim.advance_to(2.0)
