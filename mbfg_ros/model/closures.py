@@ -49,7 +49,7 @@ import numpy as np
 import pinocchio as pin
 
 from mbfg_ros.model.config import ClosureConfig
-from mbfg_ros.model.kinematics import FrameKinematics, FrameSet, cross
+from mbfg_ros.model.kinematics import FrameKinematics, FrameSet, cross, cross_rows
 
 ROWS = {"point": 3, "planar_revolute": 2, "revolute": 5, "prismatic": 5, "planar_prismatic": 2,
         "weld": 6, "distance": 1}
@@ -258,10 +258,10 @@ def hessian_lambda(g: RowGroup, frames: list[FrameKinematics], lam: np.ndarray, 
             F = frames[slot]
             vec = np.broadcast_to(side.val, (R, 3))
             # d/dq_k (Ja_i x v) = HA[:, i, k] x v + Ja_i x (Ja_k x v)
-            m = np.einsum("r,rc->rc", lr, np.cross(vec, other_val))
+            m = lr[:, None] * cross_rows(np.ascontiguousarray(vec), other_val)
             H += np.einsum("c,cik->ik", m.sum(axis=0), F.HA)
             lw = lr[:, None] * other_val                     # (R, 3)
-            wxJ = np.cross(lw[:, :, None], F.Ja[None], axis=1)   # (R, 3, n): (lam w) x Ja_i
+            wxJ = cross(lw[:, :, None], F.Ja[None])          # (R, 3, n): (lam w) x Ja_i
             H += np.einsum("rci,rck->ik", wxJ, np.broadcast_to(side.Dq, (R, 3, n)))
     return H
 
@@ -304,7 +304,7 @@ def reaction_wrench(groups: list[RowGroup], frames: list[FrameKinematics], lam: 
         else:
             # rotation rows Phi = u_A.w_B: dPhi/dtheta_B = w x u
             wv = np.broadcast_to(W.val, (R, 3))
-            wxu = np.cross(wv, uv)
+            wxu = cross_rows(np.ascontiguousarray(wv), np.ascontiguousarray(uv))
             t += lr @ wxu
             if with_derivatives:
                 t_l[:, g.rows] = wxu.T

@@ -182,8 +182,10 @@ class EstimatorConfig:
     lag: float = 1.0
     integrator: str = "trapezoidal"
     sensor_wait: float = 0.01
-    gauss_newton_iterations: int = 2
-    relinearize_steps: int = 1
+    gauss_newton_iterations: int = 0
+    relinearize_budget: int = 50
+    relinearize_threshold: float = 3e-3
+    relinearize_window: bool = True
     acceleration_constraints: bool = True
     estimate_gravity: bool = False
     estimate_mass_link: str = ""
@@ -331,16 +333,18 @@ def _estimator(root: YamlNode) -> EstimatorConfig:
     rl.finish()
     d = EstimatorConfig()
     iters = e.raw("gauss_newton_iterations", d.gauss_newton_iterations)
-    relin = e.raw("relinearize_steps", d.relinearize_steps)
-    for key, val in (("gauss_newton_iterations", iters), ("relinearize_steps", relin)):
-        if isinstance(val, bool) or not isinstance(val, int) or val < 0 or val > 10:
-            raise e.error(key, "expected a whole number from 0 to 10", val)
+    relin = e.raw("relinearize_budget", d.relinearize_budget)
+    for key, val, top in (("gauss_newton_iterations", iters, 10), ("relinearize_budget", relin, 100000)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < 0 or val > top:
+            raise e.error(key, f"expected a whole number from 0 to {top}", val)
     cfg = EstimatorConfig(
         keyframe_rate=e.float("keyframe_rate", d.keyframe_rate, positive=True),
         lag=e.float("lag", d.lag, positive=True),
         integrator=e.str("integrator", d.integrator, choices=INTEGRATORS),
         sensor_wait=e.float("sensor_wait", d.sensor_wait, nonnegative=True),
-        gauss_newton_iterations=iters, relinearize_steps=relin,
+        gauss_newton_iterations=iters, relinearize_budget=relin,
+        relinearize_threshold=e.float("relinearize_threshold", d.relinearize_threshold, positive=True),
+        relinearize_window=e.bool("relinearize_window", d.relinearize_window),
         acceleration_constraints=e.bool("acceleration_constraints", d.acceleration_constraints),
         estimate_gravity=e.bool("estimate_gravity", d.estimate_gravity),
         estimate_mass_link=e.str("estimate_mass_link", ""),

@@ -33,8 +33,8 @@ from mbfg_ros.model.closures import (ROWS, ClosureEval, ClosureSet, RowGroup, co
                                      reaction_wrench, rotation_neutral)
 from mbfg_ros.model.config import (ClosureConfig, EncoderConfig, GyroConfig, LoadCellConfig,
                                    RigConfig, load_rig_config)
-from mbfg_ros.model.kinematics import FrameSet
-from mbfg_ros.model.urdf import UrdfDescription, load_urdf
+from mbfg_ros.model.kinematics import FrameSet, cross, cross3, cross_rows
+from mbfg_ros.model.urdf import UrdfDescription, link_inertia, load_urdf
 from mbfg_ros.model.yaml_reader import YamlNode, check_name
 
 LOCAL = pin.LOCAL
@@ -66,6 +66,7 @@ class LoadCellModel:
     frame_slot: int           # slot of the measurement frame in the closure FrameSet (closure kind)
     frame_id: int             # pinocchio frame the axis is expressed in
     closure: int = -1
+    force_map: np.ndarray | None = None   # (3, m): lam -> reaction force, when constant
     joint_index: int = -1     # coordinate index (actuator) / pinocchio joint id (joint)
     joint_id: int = -1
     input_index: int = -1     # index into u for actuator cells on unknown-input joints
@@ -121,9 +122,12 @@ class Mechanism:
         g = np.asarray(gravity if gravity is not None else config.gravity, float)
         model.gravity = pin.Motion(np.concatenate([g, np.zeros(3)]))
         self.gravity = g
+        self.urdf = desc
         self._apply_overrides(model, mass_scale or {}, length_scale or {}, cfg_file)
         self.joint_names: list[str] = [model.names[j] for j in range(1, model.njoints)]
         self.n = model.nv
+        self._tril = np.tril_indices(self.n, -1)
+        self._diag = np.diag_indices(self.n)
         types = {j.name: j for j in desc.joints}
         self.joint_types = [types[name].type for name in self.joint_names]
         self.angular = np.array([types[name].is_angular for name in self.joint_names])
@@ -204,11 +208,10 @@ class Mechanism:
                 raise ConfigError("unknown link in mass scale", file=cfg_file, value=link)
             jid = model.frames[fid].parentJoint
             # scale the link's own inertia (pinocchio merged it into its joint's body)
-            body = model.frames[fid]
-            inertia = body.inertia
+            inertia = link_inertia(self.urdf, link)
             delta = pin.Inertia(inertia.mass * (factor - 1.0), inertia.lever,
                                 inertia.inertia * (factor - 1.0))
-            model.inertias[jid] = model.inertias[jid] + body.placement.act(delta)
+            model.inertias[jid] = model.inertias[jid] + model.frames[fid].placement.act(delta)
         for joint, factor in length_scale.items():
             jid = model.getJointId(joint)
             if jid >= model.njoints:
@@ -222,10 +225,10 @@ class Mechanism:
         jid = body.frames[fid].parentJoint
         if jid == 0:
             raise root.error("estimator.estimate_mass_link", "the link does not move", link)
-        link_inertia = body.frames[fid].placement.act(body.frames[fid].inertia)
+        own = body.frames[fid].placement.act(link_inertia(self.urdf, link))
         for j in range(body.njoints):
             body.inertias[j] = pin.Inertia.Zero()
-        body.inertias[jid] = link_inertia
+        body.inertias[jid] = own
         return body
 
     def _compile_closures(self, closures: tuple[ClosureConfig, ...], root: YamlNode) -> None:
@@ -259,6 +262,17 @@ class Mechanism:
         self.closure_frame_ids = frame_ids
         self._slot = slot
 
+    def _constant_force_map(self, k: int, cell: LoadCellConfig) -> np.ndarray | None:
+        """lam -> reaction force on frame_b (base frame) if the closure's rows all have constant
+        directions (points, planar pins): then the map is a constant matrix."""
+        groups = [g for g in self.groups if g.closure == k]
+        if cell.component != "force" or any(g.ukind != "const" or g.wkind != "diff" for g in groups):
+            return None
+        F = np.zeros((3, self.m))
+        for g in groups:
+            F[:, g.rows] = g.u0.T
+        return F
+
     def _compile_sensors(self, config: RigConfig, root: YamlNode) -> None:
         self.encoders: list[EncoderModel] = []
         for i, e in enumerate(config.sensors.encoders):
@@ -281,7 +295,8 @@ class Mechanism:
                 frame = c.frame or self.closure_configs[k].frame_b
                 fid = self._frame_id(self.model, frame, root, f + ".frame")
                 slot = self._slot(fid)
-                self.load_cells.append(LoadCellModel(c, axis, slot, fid, closure=k))
+                self.load_cells.append(LoadCellModel(c, axis, slot, fid, closure=k,
+                                                     force_map=self._constant_force_map(k, c)))
             elif c.measures == "joint":
                 check_name(root, f + ".joint", c.joint, self.joint_names, "joint")
                 jid = self.model.getJointId(c.joint)
@@ -354,8 +369,9 @@ class Mechanism:
         return f, df
 
     def mass_matrix(self, data: MechanismData, q: np.ndarray) -> np.ndarray:
-        M = pin.crba(self.model, data.pin, q)
-        return np.triu(M) + np.triu(M, 1).T
+        M = pin.crba(self.model, data.pin, q).copy()
+        M[self._tril] = M.T[self._tril]
+        return M
 
     def generalized_gravity(self, data: MechanismData, q: np.ndarray) -> np.ndarray:
         return pin.computeGeneralizedGravity(self.model, data.pin, q).copy()
@@ -363,48 +379,52 @@ class Mechanism:
     def inverse_dynamics(self, data: MechanismData, q: np.ndarray, v: np.ndarray, a: np.ndarray,
                          lam: np.ndarray | None = None, tau: np.ndarray | None = None,
                          u: np.ndarray | None = None, gravity_scale: float = 1.0,
-                         mass_scale: float = 1.0, closure: ClosureEval | None = None) -> DynamicsEval:
+                         mass_scale: float = 1.0, closure: ClosureEval | None = None,
+                         parameters: bool = True) -> DynamicsEval:
         """Residual of the equations of motion and its derivatives (see module docstring).
 
         ``closure`` may pass a ClosureEval of the same q evaluated with ``lam`` (reuses its
-        Phi_q and multiplier Hessian).
+        Phi_q and multiplier Hessian). ``parameters`` False skips the derivatives w.r.t. the
+        gravity and mass scales (then r_s and r_mass are zeros).
         """
         m, n = self.model, self.n
-        lam = np.zeros(self.m) if lam is None else lam
         dq, dv, M = pin.computeRNEADerivatives(m, data.pin, q, v, a)
         r = data.pin.tau.copy()
         r_q = dq.copy()
         r_v = dv.copy()
-        M = np.triu(M) + np.triu(M, 1).T
+        M = M.copy()
+        M[self._tril] = M.T[self._tril]          # pinocchio fills the upper triangle
+        r_s = np.zeros(n)
         r_mass = np.zeros(n)
-        if self.body_model is not None:
+        if self.body_model is not None and (parameters or mass_scale != 1.0):
             bq, bv, bM = pin.computeRNEADerivatives(self.body_model, data.body, q, v, a)
             rb = data.body.tau.copy()
-            bM = np.triu(bM) + np.triu(bM, 1).T
+            bM = bM.copy()
+            bM[self._tril] = bM.T[self._tril]
             Gb = pin.computeGeneralizedGravity(self.body_model, data.body, q).copy()
             dGb = pin.computeGeneralizedGravityDerivatives(self.body_model, data.body, q)
-            rb_full = rb + (gravity_scale - 1.0) * Gb
-            r_mass = rb_full
-            r += (mass_scale - 1.0) * rb_full
+            r_mass = rb + (gravity_scale - 1.0) * Gb
+            r += (mass_scale - 1.0) * r_mass
             r_q += (mass_scale - 1.0) * (bq + (gravity_scale - 1.0) * dGb)
             r_v += (mass_scale - 1.0) * bv
-            M = M + (mass_scale - 1.0) * bM
-        G = pin.computeGeneralizedGravity(m, data.pin, q).copy()
-        if gravity_scale != 1.0:
-            r += (gravity_scale - 1.0) * G
-            r_q += (gravity_scale - 1.0) * pin.computeGeneralizedGravityDerivatives(m, data.pin, q)
-        r_s = G.copy()
-        if self.body_model is not None:
-            r_s = r_s + (mass_scale - 1.0) * Gb
+            M += (mass_scale - 1.0) * bM
+            r_s = (mass_scale - 1.0) * Gb
+        if parameters or gravity_scale != 1.0:
+            G = pin.computeGeneralizedGravity(m, data.pin, q)
+            r_s = r_s + G
+            if gravity_scale != 1.0:
+                r += (gravity_scale - 1.0) * G
+                r_q += (gravity_scale - 1.0) * pin.computeGeneralizedGravityDerivatives(m, data.pin, q)
         if self.has_friction:
             f, df = self.friction(v)
             r += f
-            r_v[np.diag_indices(n)] += df
+            r_v[self._diag] += df
         if tau is not None:
             r -= tau
         if u is not None and self.n_u:
             r -= self.B @ u
         if self.m:
+            lam = np.zeros(self.m) if lam is None else lam
             if closure is None or closure.hess_lambda is None:
                 closure = self.closures(data, q, lam=lam)
             r -= closure.phi_q.T @ lam
@@ -424,7 +444,8 @@ class Mechanism:
         """
         n = self.n
         zero = np.zeros(n)
-        d = self.inverse_dynamics(data, q, v, zero, np.zeros(self.m), tau, u, gravity_scale)
+        d = self.inverse_dynamics(data, q, v, zero, np.zeros(self.m), tau, u, gravity_scale,
+                                  parameters=False)
         rhs_dyn = -d.r                      # tau + B u - h(q, v) - F(v)
         if self.m == 0:
             return np.linalg.solve(d.r_a, rhs_dyn), np.zeros(0)
@@ -460,7 +481,8 @@ class Mechanism:
     def load_cell(self, data: MechanismData, k: int, q: np.ndarray, v: np.ndarray, a: np.ndarray,
                   lam: np.ndarray, u: np.ndarray | None = None, tau: np.ndarray | None = None,
                   derivatives: bool = True):
-        """Load-cell reading model. Returns (y, y_q, y_v, y_a, y_lam, y_u).
+        """Load-cell reading model. Returns (y, y_q, y_v, y_a, y_lam, y_u); y_v and y_a are
+        None when identically zero (closure reactions depend on q and lam only).
 
         closure: exact derivatives. actuator: exact. joint: the transmitted wrench comes from
         pinocchio's RNEA with the closure forces as external forces; pinocchio has no derivative
@@ -479,6 +501,14 @@ class Mechanism:
                 y += u[cell.input_index] if u is not None else 0.0
                 y_u[cell.input_index] = 1.0
             return float(y), zq, zq.copy(), zq.copy(), zl, y_u
+        if kind == "closure" and cell.force_map is not None:
+            fs = data.frames
+            fs.position(q)
+            F = fs.frames[cell.frame_slot]
+            e = F.R @ cell.axis
+            f = cell.force_map @ lam
+            y_q = cross3(e, f) @ F.Ja                 # f . (Ja_i x e) = (e x f) . Ja_i
+            return float(e @ f), y_q, None, None, e @ cell.force_map, zu
         if kind == "closure":
             fs = data.frames
             fs.position(q)
@@ -488,7 +518,7 @@ class Mechanism:
             e = F.R @ cell.axis
             vec, vec_q, vec_l = (f, f_q, f_l) if cell.config.component == "force" else (t, t_q, t_l)
             y = float(e @ vec)
-            De = np.cross(F.Ja.T, e).T               # d e / dq: Ja_i x e
+            De = cross(F.Ja[None], e[None, :, None])[0]   # d e / dq: Ja_i x e
             y_q = vec @ De + e @ vec_q
             return y, y_q, zq.copy(), zq.copy(), e @ vec_l, zu
         # joint transmitted wrench
@@ -528,7 +558,7 @@ class Mechanism:
                 if jid == 0:
                     continue
                 # wrench about the world origin, then into the joint's local frame
-                wrench_o = pin.Force(f, t + np.cross(F.p, f))
+                wrench_o = pin.Force(f, t + cross3(F.p, f))
                 fext[jid] = fext[jid] + data.pin.oMi[jid].actInv(wrench_o)
         return fext
 
@@ -588,13 +618,13 @@ def _reaction_on_a(groups, frames, lam):
             u = g.u0 @ A.R.T if g.ukind == "attached" else g.u0
             f -= lr @ u
             if g.ukind == "attached":
-                t += lr @ np.cross(u, d)
+                t += lr @ cross_rows(u, np.broadcast_to(d, u.shape))
         elif g.wkind == "diff":
             f -= lr[0] * 2.0 * g.uscale * d
         else:
             u = g.u0 @ frames[g.uslot].R.T
             w = g.w0 @ frames[g.wslot].R.T
-            t += lr @ np.cross(u, w)
+            t += lr @ cross_rows(u, w)
     return f, t
 
 

@@ -209,3 +209,32 @@ def load_urdf(path: str | Path | None = None, *, xml: str | None = None,
     model.upperPositionLimit = np.where(np.abs(model.upperPositionLimit) > 1e299, np.inf,
                                         model.upperPositionLimit)
     return model, desc
+
+
+def link_inertia(desc: UrdfDescription, link: str) -> pin.Inertia:
+    """The spatial inertia of a URDF link, in the link's frame (zero if it has none).
+
+    Pinocchio merges link inertias into their joint's body when it loads a URDF; this reads the
+    link's own ``<inertial>`` so that a single link can be scaled or isolated.
+    """
+    root = ET.fromstring(desc.xml)
+    for lk in root.findall("link"):
+        if lk.get("name") != link:
+            continue
+        inertial = lk.find("inertial")
+        if inertial is None:
+            return pin.Inertia.Zero()
+        origin = inertial.find("origin")
+        xyz = _floats(origin.get("xyz") if origin is not None else None, 3, (0.0, 0.0, 0.0), desc.source, link)
+        rpy = _floats(origin.get("rpy") if origin is not None else None, 3, (0.0, 0.0, 0.0), desc.source, link)
+        mass_el = inertial.find("mass")
+        mass = float(mass_el.get("value", "0")) if mass_el is not None else 0.0
+        I = np.zeros((3, 3))
+        it = inertial.find("inertia")
+        if it is not None:
+            g = lambda k: float(it.get(k, "0"))  # noqa: E731
+            I = np.array([[g("ixx"), g("ixy"), g("ixz")], [g("ixy"), g("iyy"), g("iyz")],
+                          [g("ixz"), g("iyz"), g("izz")]])
+        R = pin.rpy.rpyToMatrix(*rpy)
+        return pin.Inertia(mass, np.asarray(xyz, float), R @ I @ R.T)
+    raise KeyError(link)

@@ -109,6 +109,8 @@ def check_sensors(mech: Mechanism, seed: int) -> None:
         def y(qq=q, vv=v, aa=a, ll=lam, uu=u):
             return mech.load_cell(d, k, qq, vv, aa, ll, uu, tau, derivatives=False)[0]
         val, yq, yv, ya, yl, yu = mech.load_cell(d, k, q, v, a, lam, u, tau)
+        yv = np.zeros(mech.n) if yv is None else yv
+        ya = np.zeros(mech.n) if ya is None else ya
         name = cell.config.name
         rtol = 1e-5 if cell.config.measures == "joint" else 1e-6
         assert_jacobian(yq, jacobian(lambda x: y(qq=x), q), f"{name} dq", rtol)

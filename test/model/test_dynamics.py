@@ -80,3 +80,28 @@ def test_constraint_forces_balance_a_static_four_bar(four_bar):
     moment = np.cross(rocker_tip - B, f)[2] + np.cross(com - B, weight)[2]
     assert moment == pytest.approx(I_B * alpha, rel=1e-9, abs=1e-9)
     np.testing.assert_allclose(t, 0.0, atol=1e-12)
+
+
+def test_mass_scale_scales_the_link_inertia(pendulum):
+    from mbfg_ros.model.mechanism import Mechanism
+    heavy = Mechanism(pendulum.config, mass_scale={"rod": 2.0})
+    q = np.array([0.3])
+    M1 = pendulum.mass_matrix(pendulum.create_data(), q)
+    M2 = heavy.mass_matrix(heavy.create_data(), q)
+    np.testing.assert_allclose(M2, 2.0 * M1, rtol=1e-12)
+
+
+def test_estimated_mass_scale_derivative_is_the_link_contribution(four_bar):
+    """d r / d mass_scale of the coupler equals the coupler's own inverse dynamics."""
+    import dataclasses
+    from mbfg_ros.model.mechanism import Mechanism
+    cfg = dataclasses.replace(four_bar.config, estimator=dataclasses.replace(
+        four_bar.config.estimator, estimate_mass_link="coupler"))
+    mech = Mechanism(cfg)
+    d = mech.create_data()
+    q, v, a = np.array([0.4, -0.3, 1.2]), np.array([0.5, -1.0, 0.2]), np.array([1.0, 2.0, -1.0])
+    e = mech.inverse_dynamics(d, q, v, a)
+    heavier = Mechanism(four_bar.config, mass_scale={"coupler": 1.5})
+    r_heavy = heavier.inverse_dynamics(heavier.create_data(), q, v, a).r
+    np.testing.assert_allclose(r_heavy - e.r, 0.5 * e.r_mass, atol=1e-9)
+    assert np.max(np.abs(e.r_mass)) > 1.0
