@@ -1,0 +1,116 @@
+"""Batch smoothing: Levenberg-Marquardt over many steps with the estimator's own factors.
+
+Used three ways: as the reference smoother over a whole recording (benchmark, tests), to warm
+up the online estimator (the first ``warmup`` seconds are solved in batch before ISAM2 takes
+over), and to re-solve the window when the estimate has diverged. Each iteration linearizes
+every step (the same code as online), builds a GTSAM GaussianFactorGraph of their
+JacobianFactors plus Marquardt damping, and solves it by sparse elimination.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import gtsam
+import numpy as np
+
+from mbfg_ros.estimation.smoother import key
+from mbfg_ros.estimation.step import LinearizationError, Step, linearize_step
+
+
+@dataclass
+class BatchResult:
+    x: dict[int, np.ndarray]                    # keyframe -> state
+    linearization: dict[int, tuple]             # keyframe -> (r, J0, J1) at the solution
+    cost: float
+    initial_cost: float
+    iterations: int
+    converged: bool
+
+
+def _linearize_all(steps: list[Step], x: dict[int, np.ndarray]):
+    lin = {}
+    cost = 0.0
+    for s in steps:
+        x0 = None if s.unary else x[s.k - 1]
+        r, J0, J1 = linearize_step(s.factors, x0, x[s.k])
+        lin[s.k] = (r, J0, J1)
+        cost += float(r @ r)
+    return lin, cost
+
+
+def levenberg_marquardt(steps: list[Step], x_init: dict[int, np.ndarray], *,
+                        prior: tuple[int, np.ndarray, np.ndarray] | None = None,
+                        max_iterations: int = 50, relative_tolerance: float = 1e-6,
+                        damping: float = 1e-4) -> BatchResult:
+    """Minimize the sum of squared whitened residuals of ``steps`` over the keyframe states.
+
+    ``steps`` must be ordered; a step that is ``unary`` (no x0) starts a chain. ``prior``
+    optionally adds (keyframe, mean, sqrt-information matrix) as a Gaussian prior.
+    """
+    x = {k: v.copy() for k, v in x_init.items()}
+
+    def prior_rows(xx):
+        k, mean, S = prior
+        return S @ (xx[k] - mean), S
+
+    lin, cost = _linearize_all(steps, x)
+    if prior is not None:
+        rp, _ = prior_rows(x)
+        cost += float(rp @ rp)
+    initial = cost
+    mu = damping
+    it = 0
+    converged = False
+    keys = sorted(x)
+    while it < max_iterations:
+        it += 1
+        graph = gtsam.GaussianFactorGraph()
+        diag = {k: np.zeros(x[k].size) for k in keys}
+        for s in steps:
+            r, J0, J1 = lin[s.k]
+            unit = gtsam.noiseModel.Unit.Create(r.size)
+            if s.unary:
+                graph.add(gtsam.JacobianFactor(key(s.k), J1, -r, unit))
+            else:
+                graph.add(gtsam.JacobianFactor(key(s.k - 1), J0, key(s.k), J1, -r, unit))
+                diag[s.k - 1] += np.einsum("ij,ij->j", J0, J0)
+            diag[s.k] += np.einsum("ij,ij->j", J1, J1)
+        if prior is not None:
+            rp, S = prior_rows(x)
+            graph.add(gtsam.JacobianFactor(key(prior[0]), S, -rp, gtsam.noiseModel.Unit.Create(rp.size)))
+            diag[prior[0]] += np.einsum("ij,ij->j", S, S)
+        while True:
+            g = graph.clone()
+            for k in keys:
+                d = np.sqrt(mu * np.maximum(diag[k], 1e-9))
+                g.add(gtsam.JacobianFactor(key(k), np.diag(d), np.zeros(d.size),
+                                           gtsam.noiseModel.Unit.Create(d.size)))
+            try:
+                delta = g.optimize()
+            except RuntimeError:
+                mu *= 10.0
+                if mu > 1e8:
+                    return BatchResult(x, lin, cost, initial, it, False)
+                continue
+            cand = {k: x[k] + delta.at(key(k)) for k in keys}
+            try:
+                lin_c, cost_c = _linearize_all(steps, cand)
+            except LinearizationError:
+                cost_c = np.inf
+            if prior is not None and np.isfinite(cost_c):
+                rp, _ = prior_rows(cand)
+                cost_c += float(rp @ rp)
+            if cost_c < cost:
+                decrease = (cost - cost_c) / max(cost, 1e-300)
+                x, lin, cost = cand, lin_c, cost_c
+                mu = max(mu / 3.0, 1e-12)
+                if decrease < relative_tolerance:
+                    converged = True
+                break
+            mu *= 5.0
+            if mu > 1e8:
+                converged = True          # no further decrease possible: at a minimum
+                break
+        if converged:
+            break
+    return BatchResult(x, lin, cost, initial, it, converged)

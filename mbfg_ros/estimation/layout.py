@@ -1,0 +1,110 @@
+"""The stacked state of one keyframe: one GTSAM key holds all of it.
+
+    x = [q (n), v (n), a (n), lam (m), u (n_u), b (n_b), s (0|1), mu (0|1)]
+
+q, v, a: joint positions, velocities, accelerations (rad or m, /s, /s^2); lam: closure
+multipliers; u: unknown input efforts (N m or N); b: gyro biases (rad/s, the estimated axes of
+the gyros that have a bias); s: gravity scale (1 = the config's gravity); mu: mass scale of the
+estimated link (1 = the URDF's inertia).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from mbfg_ros.model.config import EstimatorConfig
+from mbfg_ros.model.mechanism import Mechanism
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    n: int
+    m: int
+    n_u: int
+    n_b: int
+    has_gravity: bool
+    has_mass: bool
+    bias_slices: tuple[slice | None, ...]      # per gyro: its bias columns within b (or None)
+
+    @staticmethod
+    def for_mechanism(mech: Mechanism, cfg: EstimatorConfig) -> "StateLayout":
+        slices: list[slice | None] = []
+        nb = 0
+        for g in mech.gyros:
+            if g.config.bias_sigma > 0 or g.config.bias_instability > 0:
+                k = len(g.rows)
+                slices.append(slice(nb, nb + k))
+                nb += k
+            else:
+                slices.append(None)
+        return StateLayout(mech.n, mech.m, mech.n_u, nb, cfg.estimate_gravity,
+                           bool(cfg.estimate_mass_link), tuple(slices))
+
+    # column slices of x
+    @property
+    def Q(self) -> slice:
+        return slice(0, self.n)
+
+    @property
+    def V(self) -> slice:
+        return slice(self.n, 2 * self.n)
+
+    @property
+    def A(self) -> slice:
+        return slice(2 * self.n, 3 * self.n)
+
+    @property
+    def L(self) -> slice:
+        s = 3 * self.n
+        return slice(s, s + self.m)
+
+    @property
+    def U(self) -> slice:
+        s = 3 * self.n + self.m
+        return slice(s, s + self.n_u)
+
+    @property
+    def B(self) -> slice:
+        s = 3 * self.n + self.m + self.n_u
+        return slice(s, s + self.n_b)
+
+    @property
+    def S(self) -> slice:
+        s = 3 * self.n + self.m + self.n_u + self.n_b
+        return slice(s, s + int(self.has_gravity))
+
+    @property
+    def MU(self) -> slice:
+        s = 3 * self.n + self.m + self.n_u + self.n_b + int(self.has_gravity)
+        return slice(s, s + int(self.has_mass))
+
+    @property
+    def slow(self) -> slice:
+        """Columns with a random-walk process: u, b, s, mu (contiguous)."""
+        return slice(3 * self.n + self.m, self.dim)
+
+    @property
+    def dim(self) -> int:
+        return 3 * self.n + self.m + self.n_u + self.n_b + int(self.has_gravity) + int(self.has_mass)
+
+    def gravity_scale(self, x: np.ndarray) -> float:
+        return float(x[self.S][0]) if self.has_gravity else 1.0
+
+    def mass_scale(self, x: np.ndarray) -> float:
+        return float(x[self.MU][0]) if self.has_mass else 1.0
+
+    def pack(self, q, v, a, lam=None, u=None, b=None, s: float = 1.0, mu: float = 1.0) -> np.ndarray:
+        x = np.zeros(self.dim)
+        x[self.Q], x[self.V], x[self.A] = q, v, a
+        if lam is not None:
+            x[self.L] = lam
+        if u is not None:
+            x[self.U] = u
+        if b is not None:
+            x[self.B] = b
+        if self.has_gravity:
+            x[self.S] = s
+        if self.has_mass:
+            x[self.MU] = mu
+        return x
