@@ -39,6 +39,15 @@ class UrdfJoint:
 
 
 @dataclass(frozen=True)
+class TreeJoint:
+    """Any URDF joint (fixed ones included): the edge parent -> child of the link tree."""
+    name: str
+    type: str
+    parent: str
+    child: str
+
+
+@dataclass(frozen=True)
 class UrdfDescription:
     """What mbfg_ros keeps of a URDF besides the pinocchio model."""
     robot_name: str
@@ -48,6 +57,7 @@ class UrdfDescription:
     fixed_joints: tuple[str, ...]
     source: str
     xml: str
+    tree: tuple[TreeJoint, ...] = ()
 
 
 def _fail(reason: str, source: str, field: str | None = None, value=ConfigError._MISSING) -> ConfigError:
@@ -84,6 +94,7 @@ def parse_urdf(xml: str, source: str) -> tuple[UrdfDescription, str]:
         raise _fail("link names must be unique", source, "link", sorted(dup)[0])
     joints: list[UrdfJoint] = []
     fixed: list[str] = []
+    tree: list[TreeJoint] = []
     children: set[str] = set()
     names: set[str] = set()
     for j in root.findall("joint"):
@@ -111,6 +122,7 @@ def parse_urdf(xml: str, source: str) -> tuple[UrdfDescription, str]:
             raise _fail("link has two parent joints; close loops in the mechanism config "
                         "(closures:), not in the URDF", source, f"{f}.child", cl)
         children.add(cl)
+        tree.append(TreeJoint(name, jt, pl, cl))
         origin = j.find("origin")
         if origin is not None:
             _floats(origin.get("xyz"), 3, (0, 0, 0), source, f + ".origin.xyz")
@@ -175,7 +187,7 @@ def parse_urdf(xml: str, source: str) -> tuple[UrdfDescription, str]:
             lim.set("velocity", lim.get("velocity", "1e300"))
     desc = UrdfDescription(robot_name=root.get("name", "robot"), root_link=roots[0],
                            links=tuple(links), joints=tuple(joints), fixed_joints=tuple(fixed),
-                           source=source, xml=xml)
+                           source=source, xml=xml, tree=tuple(tree))
     return desc, ET.tostring(root, encoding="unicode")
 
 

@@ -1,0 +1,1 @@
+"""Benchmarks: accuracy against the Kalman observers of the observer benchmark, and speed."""

@@ -1,0 +1,226 @@
+"""The estimator's outputs as standard ROS 2 messages: one definition for the node and replay.
+
+Topics (``<ns>`` is the estimator node's name, ``/mbfg_estimator`` by default; the replay tool
+writes the same topics):
+
+==============================  ==================================  =============================
+topic                           type                                content
+==============================  ==================================  =============================
+``<ns>/joint_states``           sensor_msgs/msg/JointState          every joint: position,
+                                                                    velocity, effort = estimated
+                                                                    actuator effort (0 if passive)
+``<ns>/joint_accelerations``    trajectory_msgs/msg/JointTrajectory one point: positions,
+                                                                    velocities, accelerations,
+                                                                    effort (as the truth topics)
+``<ns>/forces/<closure>``       geometry_msgs/msg/WrenchStamped     the closure's reaction on
+                                                                    frame_b's body, in frame_b
+``<ns>/forces/<load cell>``     geometry_msgs/msg/WrenchStamped     the estimated reading times
+                                                                    its axis, in the cell's frame
+``<ns>/dof_std``                sensor_msgs/msg/JointState          DOF standard deviations
+                                                                    (position, velocity fields)
+``<ns>/dof_covariance``         std_msgs/msg/Float64MultiArray      covariance of [q_dof, v_dof],
+                                                                    row-major, labels in layout
+``/tf``                         tf2_msgs/msg/TFMessage              parent -> child link of every
+                                                                    movable joint
+``/tf_static``                  tf2_msgs/msg/TFMessage              fixed joints (once, latched)
+``/diagnostics``                diagnostic_msgs/msg/DiagnosticArray sensors, inputs and solver
+==============================  ==================================  =============================
+
+Frame ids of links and closure frames get ``frame_prefix`` (default none; set e.g. ``mbfg/``
+on a rig whose robot_state_publisher already publishes the measured link frames). Stamps are
+the keyframe times.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import pinocchio as pin
+
+from mbfg_ros.estimation.estimator import Estimator
+from mbfg_ros.estimation.outputs import Estimate, Forces
+from mbfg_ros.io import messages as msgs
+from mbfg_ros.model.mechanism import Mechanism, MechanismData
+
+TF_MESSAGE = "tf2_msgs/msg/TFMessage"
+DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
+FLOAT64_MULTI_ARRAY = "std_msgs/msg/Float64MultiArray"
+OK, WARN, ERROR, STALE = 0, 1, 2, 3
+
+DEFAULT_NAMESPACE = "/mbfg_estimator"
+
+
+@dataclass(frozen=True)
+class OutputNames:
+    """Where the outputs go: the node's fully qualified name and the TF frame prefix."""
+    namespace: str = DEFAULT_NAMESPACE
+    frame_prefix: str = ""
+
+    def topic(self, rel: str) -> str:
+        return self.namespace.rstrip("/") + "/" + rel
+
+    def frame(self, name: str) -> str:
+        return self.frame_prefix + name
+
+
+def output_topics(mech: Mechanism, names: OutputNames, covariance: bool = False) -> dict[str, str]:
+    """{topic: message type} of everything the estimator publishes for ``mech``."""
+    out = {names.topic("joint_states"): msgs.JOINT_STATE,
+           names.topic("joint_accelerations"): msgs.JOINT_TRAJECTORY}
+    for c in mech.closure_configs:
+        out[names.topic(f"forces/{c.name}")] = msgs.WRENCH_STAMPED
+    for cell in mech.load_cells:
+        out[names.topic(f"forces/{cell.config.name}")] = msgs.WRENCH_STAMPED
+    if covariance:
+        out[names.topic("dof_std")] = msgs.JOINT_STATE
+        out[names.topic("dof_covariance")] = FLOAT64_MULTI_ARRAY
+    out["/tf"] = TF_MESSAGE
+    out["/tf_static"] = TF_MESSAGE
+    out["/diagnostics"] = DIAGNOSTIC_ARRAY
+    return out
+
+
+def load_cell_frame(mech: Mechanism, k: int) -> str:
+    cell = mech.load_cells[k]
+    return mech.model.frames[cell.frame_id].name if cell.frame_id >= 0 else cell.config.joint
+
+
+def estimate_messages(mech: Mechanism, e: Estimate, forces: Forces | None, stamp_ns: int,
+                      names: OutputNames) -> list[tuple[str, str, object]]:
+    """(topic, type, message) of one keyframe's estimate (TF and diagnostics separately)."""
+    out = [(names.topic("joint_states"), msgs.JOINT_STATE,
+            msgs.joint_state(stamp_ns, mech.joint_names, e.q, e.v, e.effort)),
+           (names.topic("joint_accelerations"), msgs.JOINT_TRAJECTORY,
+            msgs.joint_trajectory(stamp_ns, mech.joint_names, e.q, e.v, e.a, e.effort))]
+    if forces is not None:
+        for c in forces.closures:
+            out.append((names.topic(f"forces/{c.name}"), msgs.WRENCH_STAMPED,
+                        msgs.wrench_stamped(stamp_ns, names.frame(c.frame), c.force, c.torque)))
+        for k, cell in enumerate(mech.load_cells):
+            value = forces.load_cells[cell.config.name]
+            axis = np.asarray(cell.config.axis, float)
+            f, t = (axis * value, np.zeros(3)) if cell.config.component == "force" else (np.zeros(3), axis * value)
+            out.append((names.topic(f"forces/{cell.config.name}"), msgs.WRENCH_STAMPED,
+                        msgs.wrench_stamped(stamp_ns, names.frame(load_cell_frame(mech, k)), f, t)))
+    if e.covariance is not None:
+        out.extend(covariance_messages(mech, e.covariance, stamp_ns, names))
+    return out
+
+
+def covariance_messages(mech: Mechanism, P: np.ndarray, stamp_ns: int,
+                        names: OutputNames) -> list[tuple[str, str, object]]:
+    T = msgs.typestore().types
+    g = len(mech.dof)
+    std = np.sqrt(np.maximum(np.diag(P), 0.0))
+    labels = [f"{j}.position" for j in mech.dof_names] + [f"{j}.velocity" for j in mech.dof_names]
+    layout = T["std_msgs/msg/MultiArrayLayout"](
+        dim=[T["std_msgs/msg/MultiArrayDimension"](label=",".join(labels), size=2 * g, stride=4 * g * g),
+             T["std_msgs/msg/MultiArrayDimension"](label="column", size=2 * g, stride=2 * g)],
+        data_offset=0)
+    return [(names.topic("dof_std"), msgs.JOINT_STATE,
+             msgs.joint_state(stamp_ns, mech.dof_names, std[:g], std[g:])),
+            (names.topic("dof_covariance"), FLOAT64_MULTI_ARRAY,
+             T[FLOAT64_MULTI_ARRAY](layout=layout, data=np.asarray(P, float).reshape(-1)))]
+
+
+def _transform(stamp_ns: int, parent: str, child: str, M: pin.SE3):
+    T = msgs.typestore().types
+    qt = pin.Quaternion(M.rotation)
+    tr = M.translation
+    return T["geometry_msgs/msg/TransformStamped"](
+        header=msgs.header(stamp_ns, parent), child_frame_id=child,
+        transform=T["geometry_msgs/msg/Transform"](
+            translation=T["geometry_msgs/msg/Vector3"](x=float(tr[0]), y=float(tr[1]), z=float(tr[2])),
+            rotation=T["geometry_msgs/msg/Quaternion"](x=float(qt.x), y=float(qt.y), z=float(qt.z),
+                                                        w=float(qt.w))))
+
+
+def tf_message(mech: Mechanism, data: MechanismData, q: np.ndarray, stamp_ns: int,
+               names: OutputNames, fixed: bool = False):
+    """TFMessage: parent -> child link of every movable joint (or of every fixed joint)."""
+    place = mech.link_placements(data, q)
+    transforms = []
+    for j in mech.urdf.tree:
+        if (j.type == "fixed") != fixed or j.parent not in place or j.child not in place:
+            continue
+        M = place[j.parent].actInv(place[j.child])
+        transforms.append(_transform(stamp_ns, names.frame(j.parent), names.frame(j.child), M))
+    return msgs.typestore().types[TF_MESSAGE](transforms=transforms)
+
+
+def _status(name: str, level: int, message: str, hardware_id: str, values: dict):
+    T = msgs.typestore().types
+    kv = [T["diagnostic_msgs/msg/KeyValue"](key=str(k), value=_fmt(v)) for k, v in values.items()]
+    return T["diagnostic_msgs/msg/DiagnosticStatus"](level=level, name=name, message=message,
+                                                      hardware_id=hardware_id, values=kv)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def sensor_period(mech: Mechanism, name: str) -> float:
+    for s in mech.config.sensors.all():
+        if s.name == name:
+            return 1.0 / s.rate
+    return 0.01
+
+
+def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: int,
+                        node_name: str = "mbfg_estimator", silence: float = 0.5,
+                        extra: Iterable = ()):
+    """DiagnosticArray: one status per sensor (WARN when silent for more than ``silence`` s or
+    5 periods, whichever is longer), one for the solver, plus ``extra`` statuses given as
+    (name, level, message, values) by the caller (e.g. the node's input queue)."""
+    statuses = []
+    topics = {s.name: s.topic for s in mech.config.sensors.all()}
+    for name, c in est.counts().items():
+        if name.startswith("command:"):
+            topic = mech.config.joint(name.split(":", 1)[1]).topic
+            period = 0.001
+        else:
+            topic = topics.get(name, "")
+            period = sensor_period(mech, name)
+        limit = max(silence, 5.0 * period)
+        level, message = OK, "ok"
+        if c.last_stamp is None:
+            level, message = WARN, "no data yet"
+        elif now - c.last_stamp > limit:
+            level, message = WARN, f"silent for {now - c.last_stamp:.2f} s"
+        elif c.received and (c.rejected + c.too_old) > 0.1 * c.received:
+            level, message = WARN, f"{c.rejected + c.too_old} of {c.received} samples not used"
+        statuses.append(_status(f"{node_name}: sensor {name}", level, message, topic, {
+            "rate_hz": c.rate(), "received": c.received, "used": c.used, "late": c.late,
+            "too_old": c.too_old, "rejected_nonfinite": c.rejected_nonfinite,
+            "rejected_duplicate": c.rejected_duplicate, "downweighted": c.downweighted,
+            "pending": c.pending,
+            "last_stamp": "none" if c.last_stamp is None else f"{c.last_stamp:.6f}"}))
+    h = est.health
+    mean, p99, mx = h.latency()
+    e = est.estimate()
+    level, message = OK, "tracking"
+    if e is None:
+        level, message = WARN, "waiting for data"
+    elif h.last_recovery and h.recoveries:
+        message = f"tracking; {h.recoveries} recoveries, last: {h.last_recovery}"
+    if p99 > 1e3 / est.cfg.keyframe_rate:
+        level = max(level, WARN)
+        message += f"; update p99 {p99:.2f} ms exceeds the keyframe period"
+    values = {"keyframes": h.keyframes, "update_mean_ms": mean, "update_p99_ms": p99,
+              "update_max_ms": mx, "recoveries": h.recoveries, "resets": h.resets,
+              "relinearizations": h.relinearizations, "residual_rms": h.residual_rms,
+              "closure_residual": h.closure_residual, "last_recovery": h.last_recovery or "none",
+              "last_reset": h.last_reset or "none", "unknown_sensor_samples": h.unknown_sensor}
+    if e is not None:
+        values["gravity_scale"] = e.gravity_scale
+        values["mass_scale"] = e.mass_scale
+        values["estimate_stamp"] = f"{e.stamp:.6f}"
+    statuses.append(_status(f"{node_name}: solver", level, message, mech.config.name, values))
+    for name, lvl, msg, vals in extra:
+        statuses.append(_status(f"{node_name}: {name}", lvl, msg, mech.config.name, vals))
+    T = msgs.typestore().types
+    return T[DIAGNOSTIC_ARRAY](header=msgs.header(stamp_ns), status=statuses)
+

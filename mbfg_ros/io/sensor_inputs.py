@@ -1,0 +1,153 @@
+"""Sensor messages -> estimator samples: the one decoder the ROS node and the replay tool share.
+
+It reads messages by attribute (``msg.header.stamp.sec``, ``msg.name``, ...), which rclpy
+messages and rosbags messages have alike. For every topic of the mechanism config it knows the
+accepted message types and which sensors the topic feeds:
+
+- sensor_msgs/msg/JointState: encoders (``position`` by joint name; joints the config does not
+  measure on that topic are ignored) and known inputs (``effort`` by joint name);
+- sensor_msgs/msg/Imu: a gyro's ``angular_velocity`` (x, y, z in the sensor frame);
+- geometry_msgs/msg/WrenchStamped: a load cell's reading = axis . force (or torque), in the
+  cell's frame;
+- std_msgs/msg/Float64: a load cell's reading as a plain number (no stamp: the receive time is
+  used).
+
+Each decoded reading is (sensor name, stamp in ns, value); malformed messages are counted per
+topic with the reason, never raised.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mbfg_ros.estimation.estimator import COMMAND_PREFIX
+from mbfg_ros.model.mechanism import Mechanism
+
+JOINT_STATE = "sensor_msgs/msg/JointState"
+IMU = "sensor_msgs/msg/Imu"
+WRENCH_STAMPED = "geometry_msgs/msg/WrenchStamped"
+FLOAT64 = "std_msgs/msg/Float64"
+
+
+@dataclass(frozen=True)
+class Reading:
+    sensor: str
+    stamp_ns: int
+    value: np.ndarray
+
+
+@dataclass
+class TopicRoute:
+    """What one topic feeds."""
+    topic: str
+    types: tuple[str, ...]
+    encoders: dict[str, str] = field(default_factory=dict)     # joint -> sensor name
+    commands: dict[str, str] = field(default_factory=dict)     # joint -> "command:<joint>"
+    gyro: str | None = None
+    load_cell: str | None = None
+    load_axis: np.ndarray | None = None
+    load_component: str = "force"
+
+
+def _stamp_ns(msg) -> int:
+    st = msg.header.stamp
+    return int(st.sec) * 1_000_000_000 + int(st.nanosec)
+
+
+class InputRouter:
+    """Decodes the sensor topics of a mechanism config into estimator samples."""
+
+    def __init__(self, mech: Mechanism, remap: dict[str, str] | None = None) -> None:
+        """``remap`` maps a config topic to the topic actually carrying it (e.g. in a bag)."""
+        remap = remap or {}
+        self.routes: dict[str, TopicRoute] = {}
+        self.problems: dict[str, Counter] = {}
+
+        def route(topic: str, types: tuple[str, ...]) -> TopicRoute:
+            topic = remap.get(topic, topic)
+            r = self.routes.get(topic)
+            if r is None:
+                r = self.routes[topic] = TopicRoute(topic, types)
+            elif set(types) != set(r.types):
+                raise ValueError(f"topic {topic} is used by sensors of different message types")
+            return r
+
+        for e in mech.encoders:
+            route(e.config.topic, (JOINT_STATE,)).encoders[e.config.joint] = e.config.name
+        for name in mech.known_input_joints:
+            route(mech.config.joint(name).topic, (JOINT_STATE,)).commands[name] = COMMAND_PREFIX + name
+        for g in mech.gyros:
+            r = route(g.config.topic, (IMU,))
+            if r.gyro is not None:
+                raise ValueError(f"two gyros publish on {r.topic}")
+            r.gyro = g.config.name
+        for c in mech.load_cells:
+            r = route(c.config.topic, (WRENCH_STAMPED, FLOAT64))
+            if r.load_cell is not None:
+                raise ValueError(f"two load cells publish on {r.topic}")
+            r.load_cell = c.config.name
+            r.load_axis = np.asarray(c.config.axis, float)
+            r.load_component = c.config.component
+
+    @property
+    def topics(self) -> dict[str, tuple[str, ...]]:
+        """{topic: accepted message types}."""
+        return {t: r.types for t, r in self.routes.items()}
+
+    def _problem(self, topic: str, reason: str) -> list[Reading]:
+        self.problems.setdefault(topic, Counter())[reason] += 1
+        return []
+
+    def decode(self, topic: str, msgtype: str, msg, receive_ns: int | None = None) -> list[Reading]:
+        """The readings in one message (empty, and a counted problem, if it is unusable)."""
+        r = self.routes.get(topic)
+        if r is None:
+            return self._problem(topic, "not a sensor topic of this config")
+        if msgtype not in r.types:
+            return self._problem(topic, f"message type {msgtype}, expected {' or '.join(r.types)}")
+        try:
+            if msgtype == JOINT_STATE:
+                return self._joint_state(r, msg)
+            if msgtype == IMU:
+                w = msg.angular_velocity
+                return [Reading(r.gyro, _stamp_ns(msg), np.array([w.x, w.y, w.z], float))]
+            if msgtype == WRENCH_STAMPED:
+                v = msg.wrench.force if r.load_component == "force" else msg.wrench.torque
+                value = float(r.load_axis @ np.array([v.x, v.y, v.z], float))
+                return [Reading(r.load_cell, _stamp_ns(msg), np.array([value]))]
+            if msgtype == FLOAT64:
+                if receive_ns is None:
+                    return self._problem(topic, "std_msgs/Float64 has no stamp and no receive time is known")
+                return [Reading(r.load_cell, int(receive_ns), np.array([float(msg.data)]))]
+        except (AttributeError, TypeError, ValueError) as exc:
+            return self._problem(topic, f"malformed {msgtype}: {exc}")
+        return self._problem(topic, f"unsupported type {msgtype}")
+
+    def _joint_state(self, r: TopicRoute, msg) -> list[Reading]:
+        ns = _stamp_ns(msg)
+        names = list(msg.name)
+        pos = list(msg.position)
+        eff = list(msg.effort)
+        out = []
+        matched = False
+        for i, joint in enumerate(names):
+            sensor = r.encoders.get(joint)
+            if sensor is not None:
+                matched = True
+                if i < len(pos):
+                    out.append(Reading(sensor, ns, np.array([float(pos[i])])))
+                else:
+                    self._problem(r.topic, f"joint {joint} has no position")
+            cmd = r.commands.get(joint)
+            if cmd is not None:
+                matched = True
+                if i < len(eff):
+                    out.append(Reading(cmd, ns, np.array([float(eff[i])])))
+                else:
+                    self._problem(r.topic, f"joint {joint} has no effort")
+        if not matched:
+            self._problem(r.topic, "no joint of this config in the message "
+                                   f"(expected {', '.join(sorted({**r.encoders, **r.commands}))})")
+        return out
