@@ -1,14 +1,15 @@
 """Batch smoothing: Levenberg-Marquardt over many steps with the estimator's own factors.
 
-Used three ways: as the reference smoother over a whole recording (benchmark, tests), to warm
-up the online estimator (the first ``warmup`` seconds are solved in batch before ISAM2 takes
-over), and to re-solve the window when the estimate has diverged. Each iteration linearizes
-every step (the same code as online), builds a GTSAM GaussianFactorGraph of their
-JacobianFactors plus Marquardt damping, and solves it by sparse elimination.
+The reference smoother over a whole recording (benchmark, tests): :func:`smooth_recording`
+runs the online estimator keeping every step, then minimizes the whole graph starting from the
+online trajectory. Each iteration linearizes every step (the same code as online), builds a
+GTSAM GaussianFactorGraph of their JacobianFactors plus Marquardt damping, and solves it by
+sparse elimination.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 import gtsam
 import numpy as np
@@ -114,3 +115,36 @@ def levenberg_marquardt(steps: list[Step], x_init: dict[int, np.ndarray], *,
         if converged:
             break
     return BatchResult(x, lin, cost, initial, it, converged)
+
+
+@dataclass
+class SmoothedRecording:
+    estimates: list                 # Estimate per keyframe (lagged=True), in time order
+    online: list                    # the online (filtered) estimates the solve started from
+    result: BatchResult
+
+
+def smooth_recording(mech, samples: Iterable[tuple[str, float, object]], config=None, *,
+                     initial_q=None, initial_v=None, max_iterations: int = 30) -> SmoothedRecording:
+    """Batch (Levenberg-Marquardt) smoothing of a whole recording with the estimator's factors.
+
+    ``samples``: (sensor name, stamp s, value) in arrival order, as for ``Estimator.add_sample``.
+    """
+    from mbfg_ros.estimation.estimator import Estimator
+    est = Estimator(mech, config, initial_q=initial_q, initial_v=initial_v, record_steps=True,
+                    freeze_gc=False)
+    online = []
+    for sensor, stamp, value in samples:
+        est.add_sample(sensor, stamp, value)
+        online.extend(est.pop_estimates())
+    est.flush()
+    online.extend(est.pop_estimates())
+    steps = sorted(est.recorded, key=lambda s: s.k)
+    x = {e.keyframe: e.x for e in online}     # filtered states, then the better smoothed ones
+    x.update(est.final_states)
+    for k in est.smoother.keys:
+        x[k] = est.smoother.estimate(k)
+    x = {k: v for k, v in x.items() if any(s.k == k for s in steps)}
+    result = levenberg_marquardt(steps, x, max_iterations=max_iterations)
+    estimates = [est.estimate_of(k, result.x[k], lagged=True) for k in sorted(result.x)]
+    return SmoothedRecording(estimates, online, result)

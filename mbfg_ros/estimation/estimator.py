@@ -82,8 +82,13 @@ class Estimator:
 
     def __init__(self, mechanism: Mechanism, config: EstimatorConfig | None = None, *,
                  initial_q: np.ndarray | None = None, initial_v: np.ndarray | None = None,
-                 lagged: bool = False, covariance: bool = False, freeze_gc: bool = True) -> None:
+                 lagged: bool = False, covariance: bool = False, freeze_gc: bool = True,
+                 record_steps: bool = False) -> None:
+        """``record_steps`` keeps every step's factors (for a batch solve over the whole run,
+        see :func:`mbfg_ros.estimation.batch.smooth_recording`); memory grows with the run."""
         self.mech = mechanism
+        self.recorded: list[Step] | None = [] if record_steps else None
+        self.final_states: dict[int, np.ndarray] = {}    # (recording) states as they left the window
         self.cfg = config or mechanism.config.estimator
         self.lay = StateLayout.for_mechanism(mechanism, self.cfg)
         self.data = mechanism.create_data()
@@ -407,8 +412,11 @@ class Estimator:
             lf = self._factor(k, J0, J1, r, x_prev, x1)
             late, self._late = self._late, []
             idx = self.smoother.update([lf] + late, new_keys={k: x1})
-            self._steps.append(Step(k, factors, idx[0], x_prev, x1, unary=first))
+            step = Step(k, factors, idx[0], x_prev, x1, unary=first)
+            self._steps.append(step)
             self._set_lin(k, x_prev, x1)
+            if self.recorded is not None:
+                self.recorded.append(step)
             self._closed = k
             self._x[k] = self.smoother.estimate(k)
             self._x.pop(k - 2, None)
@@ -449,12 +457,16 @@ class Estimator:
     def _marginalize(self) -> None:
         while len(self.smoother) > self.window:
             old = self.smoother.keys[0]
+            if self.recorded is not None:
+                self.final_states[old] = self.smoother.estimate(old)
             if self.want_lagged:
                 self._x[old] = self.smoother.estimate(old)
                 self._emit(old, lagged=True)
                 self._x.pop(old, None)
             self.smoother.marginalize_oldest()
-        while self._steps and self._steps[0].k <= self._window_start():
+        start = self._window_start()
+        while self._steps and (self._steps[0].k < start or
+                               (self._steps[0].k == start and not self._steps[0].unary)):
             self._steps.popleft()
 
     # ----------------------------------------------------------------------------------------
@@ -489,18 +501,23 @@ class Estimator:
         d0 = np.abs(X[first - 1:-1, :2 * n] - self._lin0[rows[first:], :2 * n])
         d = np.maximum(d1, d0)
         moved = np.maximum(d[:, :n].max(axis=1) / th, d[:, n:].max(axis=1) / (10.0 * th))
-        order = [i for i in np.argsort(-moved)[:budget] if moved[i] > 1.0]
+        order = [first + i for i in np.argsort(-moved)[:budget] if moved[i] > 1.0]
+        by_key = {s.k: s for s in self._steps}
+        head = by_key.get(keys[0])
+        if head is not None and head.unary and head.index >= 0 and len(order) < budget:
+            d = np.abs(X[0, :2 * n] - self._lin1[rows[0], :2 * n])   # the run's first step
+            if max(d[:n].max() / th, d[n:].max() / (10.0 * th)) > 1.0:
+                order.append(0)
         if not order:
             return
-        by_key = {s.k: s for s in self._steps}
         factors, removes, redo = [], [], []
         for i in order:
-            k = keys[first + i]
+            k = keys[i]
             step = by_key.get(k)
-            if step is None or step.index < 0 or step.unary:
+            if step is None or step.index < 0 or (step.unary and i != 0) or (not step.unary and i == 0):
                 continue
-            x1 = X[first + i]
-            x0 = X[first + i - 1]
+            x1 = X[i]
+            x0 = None if step.unary else X[i - 1]
             r, J0, J1 = linearize_step(step.factors, x0, x1)
             factors.append(self._factor(k, J0, J1, r, x0, x1))
             removes.append(step.index)
@@ -587,7 +604,7 @@ class Estimator:
 
     # ----------------------------------------------------------------------------------------
     # output
-    def _estimate_of(self, k: int, x: np.ndarray, lagged: bool, cov=None) -> Estimate:
+    def estimate_of(self, k: int, x: np.ndarray, lagged: bool = True, cov=None) -> Estimate:
         lay, mech = self.lay, self.mech
         u = x[lay.U].copy()
         effort = self.known_efforts(self._time(k))
@@ -610,7 +627,7 @@ class Estimator:
                 cov = P[np.ix_(idx, idx)]
             except RuntimeError:
                 cov = None
-        e = self._estimate_of(k, x, lagged, cov)
+        e = self.estimate_of(k, x, lagged, cov)
         if lagged:
             self._out_lagged.append(e)
             self._last_lagged = e
@@ -638,7 +655,7 @@ class Estimator:
 
     def smoothed_window(self) -> list[Estimate]:
         """The current smoothed estimates of every keyframe in the window, oldest first."""
-        return [self._estimate_of(k, self.smoother.estimate(k), True) for k in list(self.smoother.keys)]
+        return [self.estimate_of(k, self.smoother.estimate(k), True) for k in list(self.smoother.keys)]
 
     def forces(self, e: Estimate) -> Forces:
         """Closure reactions (in frame_b), load-cell readings and actuator efforts of an estimate."""
