@@ -1,0 +1,120 @@
+"""`mbfg replay <bag> --config <config.yaml>`: run the estimator over a recording, offline.
+
+Reads a rosbag2 (mcap or sqlite3) or rosbag1 with rosbags (no ROS install needed), feeds the
+config's sensor topics to the estimator in header-stamp order as fast as it goes, optionally
+writes what the ROS node would publish to a new bag, compares with the simulator's ground truth
+when the bag has it, and prints (and writes as JSON / CSV / PNG) what happened.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from mbfg_ros.errors import CliError, MbfgError
+from mbfg_ros.io.bag_writer import STORAGE_PLUGINS, check_output_path
+from mbfg_ros.io.estimate_messages import DEFAULT_NAMESPACE, OutputNames
+from mbfg_ros.model.mechanism import load_mechanism
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("bag", help="the recording: a rosbag2 directory (mcap or sqlite3) or a rosbag1 .bag file")
+    p.add_argument("--config", required=True, metavar="YAML", help="mechanism config (URDF + sensors + estimator)")
+    p.add_argument("--remap", action="append", default=[], metavar="FROM:=TO",
+                   help="read the config's topic FROM from the bag's topic TO (repeatable)")
+    p.add_argument("--lagged", action="store_true",
+                   help="output the smoothed estimates (each keyframe as it leaves the lag window) instead "
+                        "of the newest (filtered) ones")
+    p.add_argument("--skip", type=float, default=1.0, metavar="S",
+                   help="s after the first reading left out of the RMSE (convergence; default 1)")
+    p.add_argument("--reorder-window", type=float, default=None, metavar="S",
+                   help="s of stamp time held back to put readings in stamp order (default: the "
+                        "config's sensor_wait + 0.05)")
+    p.add_argument("--no-truth", action="store_true", help="ignore ground-truth topics in the bag")
+    o = p.add_argument_group("output")
+    o.add_argument("--out", metavar="BAG", help="write the estimator's output topics to this new rosbag2")
+    o.add_argument("--storage", default="mcap", choices=sorted(STORAGE_PLUGINS), help="--out storage (default mcap)")
+    o.add_argument("--overwrite", action="store_true", help="replace an existing bag at --out")
+    o.add_argument("--covariance", action="store_true",
+                   help="also write the DOF covariance topics (dof_std, dof_covariance); costs estimator time")
+    o.add_argument("--namespace", default=DEFAULT_NAMESPACE, metavar="NS",
+                   help=f"output topic namespace, the node's name (default {DEFAULT_NAMESPACE})")
+    o.add_argument("--frame-prefix", default="", metavar="P", help="prefix of the TF frame ids (default none)")
+    o.add_argument("--plots", metavar="DIR", help="write PNG figures here (turns on the covariance for the "
+                                                 "+-3 sigma bands, which costs estimator time)")
+    o.add_argument("--csv", metavar="FILE", help="write one row per keyframe (estimates, forces, truth)")
+    o.add_argument("--json", metavar="FILE", help="write the summary as JSON to FILE ('-' = stdout)")
+    o.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal)")
+
+
+def _file_option(option: str, value: str | None) -> None:
+    if not value or value == "-":
+        return
+    path = Path(value)
+    if path.is_dir() or not path.resolve().parent.is_dir():
+        raise CliError(f"{option}: cannot write {value!r} (not a file in an existing directory)")
+
+
+def _validate(args: argparse.Namespace) -> None:
+    if not (math.isfinite(args.skip) and args.skip >= 0):
+        raise CliError(f"--skip: must be >= 0 s (value: {args.skip:g})")
+    if args.reorder_window is not None and not (math.isfinite(args.reorder_window) and args.reorder_window >= 0):
+        raise CliError(f"--reorder-window: must be >= 0 s (value: {args.reorder_window:g})")
+    if not args.namespace.startswith("/") or args.namespace.rstrip("/") == "":
+        raise CliError(f"--namespace: must be an absolute ROS name such as /mbfg_estimator (value: {args.namespace!r})")
+    if not Path(args.bag).exists():
+        raise CliError(f"no such bag: {args.bag!r}")
+    if args.out:
+        try:
+            check_output_path(args.out, args.overwrite, option="--out")
+        except MbfgError as exc:
+            raise CliError(str(exc)) from None
+        if Path(args.out).resolve() == Path(args.bag).resolve():
+            raise CliError(f"--out: {args.out!r} is the bag being replayed")
+    if args.plots:
+        p = Path(args.plots)
+        if p.exists() and not p.is_dir():
+            raise CliError(f"--plots: {args.plots!r} exists and is not a directory")
+    _file_option("--csv", args.csv)
+    _file_option("--json", args.json)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mbfg_ros.replay.bag_input import parse_remap
+    from mbfg_ros.replay.metrics import compare
+    from mbfg_ros.replay.report import facts, format_summary, write_csv
+    from mbfg_ros.replay.residuals import sensor_residuals
+    from mbfg_ros.replay.session import ReplayOptions, replay_bag
+
+    _validate(args)
+    mech = load_mechanism(args.config)
+    remap = parse_remap(args.remap, mech)
+    options = ReplayOptions(
+        remap=remap, lagged=args.lagged, covariance=args.covariance or bool(args.plots),
+        covariance_topics=args.covariance, out=Path(args.out) if args.out else None,
+        storage=args.storage, overwrite=args.overwrite,
+        names=OutputNames(args.namespace, args.frame_prefix), reorder_window=args.reorder_window,
+        truth=not args.no_truth, progress=not args.no_progress and sys.stderr.isatty())
+    res = replay_bag(args.bag, mech, options)
+    t0 = time.perf_counter()
+    comparison = compare(mech, res.estimates, res.truth, res.first_stamp, args.skip) if res.truth is not None else None
+    residuals = sensor_residuals(mech, res.layout, res.estimates, res.samples)
+    extra: dict = {}
+    if args.plots:
+        from mbfg_ros.replay.plots import write_plots
+        files = write_plots(args.plots, res, comparison, residuals)
+        extra.update(plots=[str(f) for f in files], plots_dir=str(args.plots))
+    if args.csv:
+        extra.update(csv=str(args.csv), csv_rows=write_csv(args.csv, res, comparison))
+    extra["analysis_time"] = time.perf_counter() - t0
+    f = facts(res, comparison, residuals, extra)
+    if args.json == "-":
+        print(json.dumps(f, indent=2))
+        return 0
+    print(format_summary(f, res, comparison))
+    if args.json:
+        Path(args.json).write_text(json.dumps(f, indent=2) + "\n", encoding="utf-8")
+    return 0

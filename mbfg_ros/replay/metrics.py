@@ -1,0 +1,99 @@
+"""Errors of a replay's estimates against the ground truth, and their RMSE.
+
+The truth is interpolated (linearly; it is recorded at 200 Hz by default) at the estimate
+stamps. Errors are estimate minus truth; angular position errors are wrapped to (-pi, pi].
+The RMSE skips the first ``skip`` seconds after the first reading (the estimator's convergence
+from the config's initial state) and uses only stamps the truth covers. Units: joint position
+rad or m, velocity per s, acceleration per s^2, effort N m or N; closure forces N and N m in
+the closure's frame_b; load cells in the cell's unit.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.replay.estimate_log import EstimateSeries
+from mbfg_ros.replay.truth import TruthSeries
+
+COMPONENTS = ("force_x", "force_y", "force_z", "torque_x", "torque_y", "torque_z")
+
+
+@dataclass
+class Comparison:
+    """Errors at every estimate (NaN where the truth has no value) and RMSE after ``skip``."""
+    skip: float
+    t: np.ndarray                                   # (N,) estimate stamps, s
+    used: np.ndarray                                # (N,) bool: counted in the RMSE
+    truth_q: np.ndarray                             # (N, n) the truth at the stamps
+    truth_v: np.ndarray
+    truth_a: np.ndarray | None
+    truth_effort: np.ndarray
+    error_q: np.ndarray                             # (N, n)
+    error_v: np.ndarray
+    error_a: np.ndarray | None
+    error_effort: np.ndarray
+    truth_forces: dict[str, np.ndarray] = field(default_factory=dict)   # name -> (N, 6) or (N, 1)
+    error_forces: dict[str, np.ndarray] = field(default_factory=dict)
+    rmse: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    rmse_forces: dict[str, dict[str, float | None]] = field(default_factory=dict)
+
+    @property
+    def samples(self) -> int:
+        return int(self.used.sum())
+
+
+def _rmse(err: np.ndarray, used: np.ndarray) -> float | None:
+    x = err[used]
+    x = x[np.isfinite(x)]
+    return float(np.sqrt(np.mean(x * x))) if x.size else None
+
+
+def compare(mech: Mechanism, est: EstimateSeries, truth: TruthSeries, first_stamp: float,
+            skip: float = 1.0) -> Comparison:
+    """Compare ``est`` with ``truth``; RMSE over stamps >= first_stamp + skip."""
+    t = est.t
+    tq = truth.q.at(t)
+    tv = truth.v.at(t)
+    ta = truth.a.at(t) if truth.a is not None else None
+    teff = truth.effort.at(t)
+    eq = est.q - tq
+    ang = mech.angular
+    eq[:, ang] = (eq[:, ang] + np.pi) % (2 * np.pi) - np.pi
+    used = (t >= first_stamp + skip) & np.all(np.isfinite(tq), axis=1)
+    c = Comparison(skip, t, used, tq, tv, ta, teff, eq, est.v - tv,
+                   None if ta is None else est.a - ta, est.effort - teff)
+    actuated = set(mech.input_joints) | set(mech.known_input_joints)
+    for j, name in enumerate(mech.joint_names):
+        row = {"position": _rmse(c.error_q[:, j], used), "velocity": _rmse(c.error_v[:, j], used),
+               "acceleration": None if c.error_a is None else _rmse(c.error_a[:, j], used)}
+        if name in actuated:
+            row["effort"] = _rmse(c.error_effort[:, j], used)
+        c.rmse[name] = row
+    for i, name in enumerate(mech.closure_names):
+        if name not in truth.closure_force:
+            continue
+        tw = np.hstack([truth.closure_force[name].at(t), truth.closure_torque[name].at(t)])
+        ew = np.hstack([est.closure_force[:, i], est.closure_torque[:, i]])
+        c.truth_forces[name] = tw
+        c.error_forces[name] = ew - tw
+        c.rmse_forces[name] = {comp: _rmse(c.error_forces[name][:, k], used) for k, comp in enumerate(COMPONENTS)}
+    for k, cell in enumerate(mech.load_cells):
+        name = cell.config.name
+        if name not in truth.load_cells:
+            continue
+        tl = truth.load_cells[name].at(t)
+        c.truth_forces[name] = tl
+        c.error_forces[name] = est.load_cells[:, k:k + 1] - tl
+        c.rmse_forces[name] = {"reading": _rmse(c.error_forces[name][:, 0], used)}
+    return c
+
+
+def significant_components(c: Comparison, name: str, rel: float = 1e-6) -> list[int]:
+    """Indices of the force components of ``name`` whose truth is not identically ~0 (a planar
+    pin has no torque and no out-of-plane force): the ones worth printing and plotting."""
+    tw = np.nan_to_num(c.truth_forces[name])
+    mag = np.abs(tw).max(axis=0) if tw.shape[0] else np.zeros(tw.shape[1])
+    top = float(mag.max()) if mag.size else 0.0
+    return [k for k in range(tw.shape[1]) if mag[k] > rel * max(top, 1e-12)]

@@ -1,0 +1,242 @@
+"""What a replay prints and writes: the facts (JSON), the summary text and the per-keyframe CSV.
+
+JSON keys: ``bag``, ``config``, ``rig``, ``duration`` (s of sensor time), ``keyframes``,
+``realtime_factor`` (duration / wall time of the whole replay: reading, estimating, writing),
+``estimator_realtime_factor`` (duration / the estimator's own time), ``wall_time``,
+``cpu_time``, ``timings`` (s per stage), ``topics`` (per topic: type, messages, per-sensor
+counts, problems, readings out of stamp order), ``counts`` (per sensor: received, used, late,
+too_old, rejected, rejected_nonfinite, rejected_duplicate, downweighted, rate), ``problems``
+(per topic: reason -> messages), ``missing_topics``, ``time_jumps``, ``health`` (keyframes,
+recoveries, resets, last ones, relinearizations, latency_ms mean/p99/max), ``truth``, ``skip``,
+``rmse`` ({joint: {position, velocity, acceleration[, effort]}}), ``rmse_forces`` ({closure:
+{force_x .. torque_z}}, {load cell: {reading}}), ``residuals`` (per sensor), ``output``.
+Missing values are null.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+
+from mbfg_ros.replay.metrics import COMPONENTS, Comparison, significant_components
+from mbfg_ros.replay.residuals import Residuals, load_cell_unit
+from mbfg_ros.replay.session import ReplayResult
+
+
+def _num(x):
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str, Residuals],
+          extra: dict | None = None) -> dict:
+    """Everything the summary says, as JSON-ready data."""
+    mech, inp = res.mech, res.input
+    counts = {}
+    sensor_topic = {}
+    for topic, st in inp.stats.items():
+        for s in st.sensors:
+            sensor_topic[s] = topic
+    for name, c in res.counts.items():
+        counts[name] = {"topic": sensor_topic.get(name), "received": c.received, "used": c.used,
+                        "late": c.late, "too_old": c.too_old, "rejected": c.rejected,
+                        "rejected_nonfinite": c.rejected_nonfinite,
+                        "rejected_duplicate": c.rejected_duplicate, "downweighted": c.downweighted,
+                        "rate": _num(c.rate())}
+    problems = inp.problems()
+    topics = {}
+    for topic, st in inp.stats.items():
+        entry = {"type": st.msgtype, "role": st.role, "in_bag": st.in_bag, "messages": st.messages,
+                 "problems": problems.get(topic, {})}
+        if st.role == "sensor":
+            entry.update({"config_topic": st.config_topic, "expected_types": list(st.expected),
+                          "sensors": list(st.sensors), "readings": st.readings,
+                          "out_of_order": res.order.out_of_order.get(topic, 0)})
+            for key in ("used", "late", "too_old", "rejected", "downweighted"):
+                entry[key] = sum(counts[s][key] for s in st.sensors if s in counts)
+        topics[topic] = entry
+    h = res.health
+    mean, p99, mx = h.latency()
+    out = {
+        "bag": str(res.bag), "config": str(mech.config.source or ""), "rig": mech.config.name,
+        "lagged": res.options.lagged, "covariance": res.options.covariance,
+        "duration": res.duration, "epoch": res.epoch_ns / 1e9, "keyframes": len(res.estimates),
+        "realtime_factor": _num(res.realtime_factor),
+        "estimator_realtime_factor": _num(res.estimator_realtime_factor),
+        "wall_time": res.timings["total"], "cpu_time": res.timings.get("cpu"),
+        "timings": {k: v for k, v in res.timings.items()},
+        "reorder_window": res.reorder_window,
+        "topics": topics, "counts": counts, "problems": problems,
+        "missing_topics": [s.topic for s in inp.missing],
+        "time_jumps": [{"topic": t, "from": (a - res.epoch_ns) / 1e9, "to": (b - res.epoch_ns) / 1e9}
+                       for t, a, b in res.order.jumps],
+        "health": {"keyframes": h.keyframes, "recoveries": h.recoveries, "resets": h.resets,
+                   "last_recovery": h.last_recovery or None, "last_reset": h.last_reset or None,
+                   "relinearizations": h.relinearizations, "residual_rms": _num(h.residual_rms),
+                   "latency_ms": {"mean": mean, "p99": p99, "max": mx}},
+        "truth": comparison is not None,
+        "skip": comparison.skip if comparison is not None else None,
+        "rmse_samples": comparison.samples if comparison is not None else 0,
+        "rmse": {j: {k: _num(v) for k, v in row.items()} for j, row in comparison.rmse.items()}
+        if comparison is not None else {},
+        "rmse_forces": {f: {k: _num(v) for k, v in row.items()} for f, row in comparison.rmse_forces.items()}
+        if comparison is not None else {},
+        "residuals": {name: r.summary() for name, r in residuals.items()},
+        "output": res.output,
+    }
+    if res.truth is not None and res.truth.repeated:
+        out["truth_repeated_stamps"] = dict(res.truth.repeated)
+    out.update(extra or {})
+    return out
+
+
+def _unit(mech, j: int) -> tuple[str, str, str, str]:
+    if mech.angular[j]:
+        return "rad", "rad/s", "rad/s^2", "N m"
+    return "m", "m/s", "m/s^2", "N"
+
+
+def _g(x, unit: str = "") -> str:
+    if x is None:
+        return "n/a"
+    return f"{x:.3g}" + (f" {unit}" if unit else "")
+
+
+def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = None) -> str:
+    """The human-readable summary of a replay (``f`` from :func:`facts`)."""
+    mech = res.mech
+    t = f["timings"]
+    lines = [f"Replayed {f['bag']} with {Path(f['config']).name or f['rig']}: {f['duration']:.2f} s of sensor "
+             f"data, {f['keyframes']} {'smoothed (lagged)' if f['lagged'] else 'filtered'} keyframes in "
+             f"{f['wall_time']:.2f} s: {_g(f['realtime_factor'])}x real time "
+             f"(estimator alone {_g(f['estimator_realtime_factor'])}x)"]
+    lines.append(f"  time: estimator {t['estimator']:.2f} s, reading + decoding {t['read_sensors']:.2f} s, "
+                 f"truth {t['truth']:.2f} s, forces {t['forces']:.2f} s, output messages {t['outputs']:.2f} s, "
+                 f"other {t['other']:.2f} s; CPU {t.get('cpu', 0.0):.2f} s")
+    rows = [("topic", "sensor", "messages", "received", "used", "late", "too_old", "rejected", "downweighted")]
+    for topic, e in f["topics"].items():
+        if e["role"] != "sensor":
+            continue
+        first = True
+        for s in e["sensors"] or ["-"]:
+            c = f["counts"].get(s, {})
+            rows.append((topic if first else "", s, str(e["messages"]) if first else "",
+                         *(str(c.get(k, "")) for k in ("received", "used", "late", "too_old", "rejected",
+                                                      "downweighted"))))
+            first = False
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines.append("Sensor topics:")
+    for r in rows:
+        lines.append("  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    truth_topics = [tp for tp, e in f["topics"].items() if e["role"] == "truth"]
+    if truth_topics:
+        lines.append(f"Ground truth: {len(truth_topics)} topics ({sum(f['topics'][tp]['messages'] for tp in truth_topics)} messages)")
+    for topic in f["missing_topics"]:
+        st = res.input.stats[topic]
+        lines.append(f"Missing: {topic} ({', '.join(st.sensors)}) is not in the bag; the estimator ran without it"
+                     + (f" (config topic {st.config_topic})" if st.config_topic != topic else ""))
+    for topic, reasons in f["problems"].items():
+        for reason, n in reasons.items():
+            lines.append(f"Problem: {topic}: {n} message{'s' if n != 1 else ''}: {reason}")
+    for topic, e in f["topics"].items():
+        if e.get("out_of_order"):
+            lines.append(f"Out of order: {topic}: {e['out_of_order']} readings older than ones already fed "
+                         f"(beyond the {f['reorder_window']:.3g} s reorder window; see late / too_old)")
+    for j in f["time_jumps"]:
+        lines.append(f"Time jump: {j['topic']}: stamps went back from {j['from']:.3f} s to {j['to']:.3f} s "
+                     "(the estimator resets)")
+    for name, c in f["counts"].items():
+        if c["rejected_nonfinite"]:
+            lines.append(f"Rejected: {name}: {c['rejected_nonfinite']} readings not finite (NaN/Inf)")
+        if c["rejected_duplicate"]:
+            lines.append(f"Rejected: {name}: {c['rejected_duplicate']} readings with a duplicate stamp")
+    h = f["health"]
+    lat = h["latency_ms"]
+    lines.append(f"Estimator: {h['keyframes']} keyframes, {h['recoveries']} recoveries, {h['resets']} resets, "
+                 f"{h['relinearizations']} relinearizations; update mean {lat['mean']:.2f} ms, p99 {lat['p99']:.2f} ms, "
+                 f"max {lat['max']:.2f} ms")
+    if h["last_recovery"]:
+        lines.append(f"  last recovery: {h['last_recovery']}")
+    if h["last_reset"]:
+        lines.append(f"  last reset: {h['last_reset']}")
+    if f["truth"]:
+        lines.append(f"Accuracy against the ground truth (RMSE over {f['rmse_samples']} keyframes, the first "
+                     f"{f['skip']:g} s skipped):")
+        rows = [("joint", "position", "velocity", "acceleration", "effort")]
+        for j, name in enumerate(mech.joint_names):
+            r = f["rmse"][name]
+            u = _unit(mech, j)
+            rows.append((name, _g(r["position"], u[0]), _g(r["velocity"], u[1]), _g(r["acceleration"], u[2]),
+                         _g(r["effort"], u[3]) if "effort" in r else ""))
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        for r in rows:
+            lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        for name, row in f["rmse_forces"].items():
+            if "reading" in row:
+                k = [c.config.name for c in mech.load_cells].index(name)
+                lines.append(f"  load cell {name}: {_g(row['reading'], load_cell_unit(mech, k))}")
+                continue
+            keep = significant_components(comparison, name) if comparison is not None else range(6)
+            parts = ", ".join(f"{COMPONENTS[k]} {_g(row[COMPONENTS[k]], 'N' if k < 3 else 'N m')}" for k in keep)
+            lines.append(f"  closure {name} (in its frame_b): {parts or 'all components ~0'}")
+    elif res.options.truth:
+        lines.append("Accuracy: the bag has no ground truth (topics under "
+                     f"{mech.config.truth_namespace or '/truth'}); estimates and residuals only")
+    if f["residuals"]:
+        parts = []
+        for name, r in f["residuals"].items():
+            if not r.get("samples"):
+                continue
+            rs = ", ".join(f"{a} {s:.2f}" for a, s in zip(r["axes"], r["rms_sigma"]))
+            parts.append(f"{name} {rs} sigma")
+        lines.append("Residuals (RMS of measured - predicted at the estimate, in noise sigmas): " + "; ".join(parts))
+    if f["output"] is not None:
+        o = f["output"]
+        lines.append(f"Wrote {res.options.out} ({res.options.storage}): {o['messages']} messages on "
+                     f"{len(o['topics'])} topics")
+    if f.get("plots"):
+        lines.append(f"Plots: {len(f['plots'])} PNG files in {f['plots_dir']}")
+    if f.get("csv"):
+        lines.append(f"CSV: {f['csv']} ({f['csv_rows']} rows)")
+    return "\n".join(lines)
+
+
+def write_csv(path: str | Path, res: ReplayResult, comparison: Comparison | None) -> int:
+    """One row per keyframe: stamp (s, relative to ``epoch``), absolute stamp, keyframe, q, v, a,
+    effort per joint, closure force/torque (frame_b), load cells, DOF std if known, and the truth
+    at the stamp (``true_*``) when present. Returns the number of rows."""
+    mech, e = res.mech, res.estimates
+    cols: list[tuple[str, np.ndarray]] = [("stamp", e.t), ("stamp_abs", e.t + res.epoch_ns / 1e9),
+                                          ("keyframe", e.keyframe.astype(float))]
+    for key, arr in (("q", e.q), ("v", e.v), ("a", e.a), ("effort", e.effort)):
+        cols += [(f"{key}_{j}", arr[:, i]) for i, j in enumerate(mech.joint_names)]
+    for i, name in enumerate(mech.closure_names):
+        cols += [(f"{name}_{COMPONENTS[k]}", e.closure_force[:, i, k]) for k in range(3)]
+        cols += [(f"{name}_{COMPONENTS[3 + k]}", e.closure_torque[:, i, k]) for k in range(3)]
+    for i, c in enumerate(mech.load_cells):
+        cols.append((c.config.name, e.load_cells[:, i]))
+    if np.isfinite(e.std).any():
+        g = len(mech.dof)
+        cols += [(f"std_q_{j}", e.std[:, i]) for i, j in enumerate(mech.dof_names)]
+        cols += [(f"std_v_{j}", e.std[:, g + i]) for i, j in enumerate(mech.dof_names)]
+    if comparison is not None:
+        c = comparison
+        for key, arr in (("q", c.truth_q), ("v", c.truth_v), ("a", c.truth_a), ("effort", c.truth_effort)):
+            if arr is not None:
+                cols += [(f"true_{key}_{j}", arr[:, i]) for i, j in enumerate(mech.joint_names)]
+        for name, arr in c.truth_forces.items():
+            if arr.shape[1] == 6:
+                cols += [(f"true_{name}_{COMPONENTS[k]}", arr[:, k]) for k in range(6)]
+            else:
+                cols.append((f"true_{name}", arr[:, 0]))
+    data = np.column_stack([c[1] for c in cols]) if len(e) else np.zeros((0, len(cols)))
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow([c[0] for c in cols])
+        for row in data:
+            w.writerow([repr(float(x)) if np.isfinite(x) else "" for x in row])
+    return int(data.shape[0])

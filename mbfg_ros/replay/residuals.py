@@ -1,0 +1,183 @@
+"""Sensor residuals of a replay: each used reading minus the model's prediction at the estimate.
+
+The state at a reading's stamp comes from the nearest keyframe estimate before it (or the
+first one): q + v dt + a dt^2 / 2 and v + a dt, with a, the multipliers, the inputs and the
+gyro biases held; this is within the estimator's own integration error of the smoothed
+trajectory between keyframes. Predictions use the model functions of the config mechanism:
+
+- encoder: y - q_joint (angles wrapped to (-pi, pi]);
+- gyro: y[axes] - gyro(q, v) - bias (rad/s, sensor frame, the config's measured axes);
+- load cell: y - load_cell(q, v, a, lam, u, tau) with tau the known input efforts (the
+  replay's commands, linear between them).
+
+Residuals are in the sensor's unit; ``sigma`` is the config's noise, so r / sigma should look
+like unit-variance noise when the estimator and the config agree with the rig.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mbfg_ros.estimation.estimator import COMMAND_PREFIX
+from mbfg_ros.estimation.layout import StateLayout
+from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.replay.estimate_log import EstimateSeries
+
+DEFAULT_MAX_SAMPLES = 20_000
+"""Residuals are evaluated for at most this many readings per sensor (evenly spaced)."""
+
+
+class SampleLog:
+    """The readings the estimator accepted, per sensor (stamps s, values as given)."""
+
+    def __init__(self) -> None:
+        self.t: dict[str, list[float]] = {}
+        self.y: dict[str, list] = {}
+
+    def add(self, sensor: str, stamp: float, value: np.ndarray) -> None:
+        ts = self.t.get(sensor)
+        if ts is None:
+            ts = self.t[sensor] = []
+            self.y[sensor] = []
+        ts.append(stamp)
+        self.y[sensor].append(value)
+
+    def arrays(self, sensor: str) -> tuple[np.ndarray, np.ndarray]:
+        """(t (N,), y (N, k)) sorted by stamp."""
+        t = np.asarray(self.t.get(sensor, []), float)
+        if not t.size:
+            return t, np.zeros((0, 1))
+        y = np.stack([np.asarray(v, float).reshape(-1) for v in self.y[sensor]])
+        order = np.argsort(t, kind="stable")
+        return t[order], y[order]
+
+    def count(self, sensor: str) -> int:
+        return len(self.t.get(sensor, ()))
+
+
+@dataclass
+class Residuals:
+    """Residuals of one sensor: r (N, k) in ``unit`` at stamps t (N,) s; ``of`` readings in all."""
+    sensor: str
+    kind: str
+    unit: str
+    sigma: float
+    axes: list[str]
+    t: np.ndarray
+    r: np.ndarray
+    of: int = 0
+    stats: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        """mean, rms (sensor unit) and rms in sigmas per axis; fraction beyond 3 sigma."""
+        if not self.t.size:
+            return {"samples": 0, "of": self.of}
+        r = self.r
+        return {"samples": int(self.t.size), "of": self.of, "unit": self.unit, "axes": self.axes,
+                "mean": r.mean(axis=0).tolist(), "rms": np.sqrt((r * r).mean(axis=0)).tolist(),
+                "rms_sigma": (np.sqrt((r * r).mean(axis=0)) / self.sigma).tolist(),
+                "beyond_3_sigma": float(np.mean(np.abs(r) > 3 * self.sigma))}
+
+
+def load_cell_unit(mech: Mechanism, k: int) -> str:
+    """N or N m: a force component, or an actuator effort of a prismatic joint, is in N."""
+    c = mech.load_cells[k].config
+    if c.measures == "actuator":
+        return "N m" if mech.angular[mech.index[c.joint]] else "N"
+    return "N" if c.component == "force" else "N m"
+
+
+def _state_at(est: EstimateSeries, t: np.ndarray):
+    """Index of the keyframe before each t and the time since it."""
+    order = np.argsort(est.t, kind="stable")
+    ts = est.t[order]
+    i = np.clip(np.searchsorted(ts, t, side="right") - 1, 0, ts.size - 1)
+    k = order[i]
+    return k, t - est.t[k]
+
+
+def _pick(n: int, limit: int) -> np.ndarray:
+    if n <= limit:
+        return np.arange(n)
+    return np.unique(np.linspace(0, n - 1, limit).round().astype(int))
+
+
+def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, samples: SampleLog,
+                     max_samples: int = DEFAULT_MAX_SAMPLES) -> dict[str, Residuals]:
+    """{sensor: Residuals} of every sensor with used readings (nothing without estimates)."""
+    out: dict[str, Residuals] = {}
+    if not len(est):
+        return out
+    d = mech.create_data()
+    commands = {}
+    for name in mech.known_input_joints:
+        t, y = samples.arrays(COMMAND_PREFIX + name)
+        if t.size:
+            commands[mech.index[name]] = (t, y[:, 0])
+
+    def tau_at(stamp: float) -> np.ndarray:
+        tau = np.zeros(mech.n)
+        for j, (t, y) in commands.items():
+            tau[j] = np.interp(stamp, t, y)
+        return tau
+
+    for k, enc in enumerate(mech.encoders):
+        name = enc.config.name
+        t, y = samples.arrays(name)
+        if not t.size:
+            continue
+        sel = _pick(t.size, max_samples)
+        t, y = t[sel], y[sel, 0]
+        i, dt = _state_at(est, t)
+        j = enc.index
+        q = est.q[i, j] + est.v[i, j] * dt + 0.5 * est.a[i, j] * dt * dt
+        r = y - q
+        if enc.angular:
+            r = (r + np.pi) % (2 * np.pi) - np.pi
+        unit = "rad" if enc.angular else "m"
+        res = Residuals(name, "encoder", unit, enc.config.noise, [enc.config.joint], t, r[:, None],
+                        samples.count(name))
+        out[name] = res
+    for k, gyro in enumerate(mech.gyros):
+        name = gyro.config.name
+        t, y = samples.arrays(name)
+        if not t.size:
+            continue
+        sel = _pick(t.size, max_samples)
+        t, y = t[sel], y[sel]
+        i, dt = _state_at(est, t)
+        rows = np.asarray(gyro.rows)
+        bias_cols = layout.bias_slices[k]
+        r = np.empty((t.size, rows.size))
+        for s in range(t.size):
+            e = i[s]
+            h = dt[s]
+            q = est.q[e] + est.v[e] * h + 0.5 * est.a[e] * h * h
+            v = est.v[e] + est.a[e] * h
+            pred = mech.gyro(d, k, q, v, derivatives=False)
+            if bias_cols is not None:
+                pred = pred + est.bias[e, bias_cols]
+            r[s] = y[s, rows] - pred
+        axes = ["xyz"[a] for a in rows]
+        out[name] = Residuals(name, "gyro", "rad/s", gyro.config.noise, axes, t, r, samples.count(name))
+    for k, cell in enumerate(mech.load_cells):
+        name = cell.config.name
+        t, y = samples.arrays(name)
+        if not t.size:
+            continue
+        sel = _pick(t.size, max_samples)
+        t, y = t[sel], y[sel, 0]
+        i, dt = _state_at(est, t)
+        r = np.empty(t.size)
+        for s in range(t.size):
+            e = i[s]
+            h = dt[s]
+            q = est.q[e] + est.v[e] * h + 0.5 * est.a[e] * h * h
+            v = est.v[e] + est.a[e] * h
+            pred = mech.load_cell(d, k, q, v, est.a[e], est.lam[e], est.u[e], tau_at(t[s]),
+                                  derivatives=False)[0]
+            r[s] = y[s] - pred
+        out[name] = Residuals(name, "load_cell", load_cell_unit(mech, k), cell.config.noise,
+                              [cell.config.component], t, r[:, None], samples.count(name))
+    return out

@@ -1,0 +1,255 @@
+"""One replay run: a bag's sensor readings through the estimator, as fast as possible.
+
+The readings are decoded as the ROS node decodes them (:class:`~mbfg_ros.replay.bag_input.BagInput`),
+put back into header-stamp order over a bounded horizon (:class:`~mbfg_ros.replay.stamp_order.StampOrder`;
+default the config's ``sensor_wait`` + 50 ms) and fed to the estimator with stamps relative to an
+epoch (the first stamp's whole second, so float seconds keep sub-microsecond precision). Every
+keyframe the estimator closes (with ``lagged``: every smoothed keyframe leaving the window, and
+at the end the smoothed window itself) is logged with its forces and, with an output path,
+written as the node's messages; /diagnostics once per second of bag time.
+
+Timings separate the estimator's own time (``add_sample``, ``flush``, popping estimates) from the
+replay's: reading and decoding, reordering, truth, forces, building and writing messages.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mbfg_ros.errors import MbfgError
+from mbfg_ros.estimation.estimator import Estimator
+from mbfg_ros.estimation.outputs import Estimate, Health, SensorCounts
+from mbfg_ros.io.estimate_messages import OK, WARN, OutputNames, diagnostics_message
+from mbfg_ros.io.sensor_inputs import Reading
+from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.replay.bag_input import SENSOR, BagInput
+from mbfg_ros.replay.estimate_log import EstimateLog, EstimateSeries
+from mbfg_ros.replay.output_bag import OutputBag
+from mbfg_ros.replay.residuals import SampleLog
+from mbfg_ros.replay.stamp_order import StampOrder
+from mbfg_ros.replay.truth import TruthCollector, TruthSeries
+
+REORDER_MARGIN = 0.05
+"""s added to the config's sensor_wait for the default reorder horizon."""
+
+
+@dataclass
+class ReplayOptions:
+    """How to replay. ``out`` None: no output bag. ``covariance``: the estimator computes the DOF
+    covariance (needed for the plots' bands; costs time); ``covariance_topics``: write it too."""
+    remap: dict[str, str] = field(default_factory=dict)
+    lagged: bool = False
+    covariance: bool = False
+    covariance_topics: bool = False
+    out: Path | None = None
+    storage: str = "mcap"
+    overwrite: bool = False
+    names: OutputNames = field(default_factory=OutputNames)
+    reorder_window: float | None = None       # s; None: sensor_wait + REORDER_MARGIN
+    truth: bool = True
+    progress: bool = False
+    diagnostics_period: float = 1.0           # s of bag time
+
+
+@dataclass
+class ReplayResult:
+    bag: Path
+    mech: Mechanism
+    options: ReplayOptions
+    input: BagInput
+    order: StampOrder
+    estimates: EstimateSeries
+    truth: TruthSeries | None
+    samples: SampleLog
+    counts: dict[str, SensorCounts]
+    health: Health
+    layout: object                       # the estimator's StateLayout (for residuals)
+    epoch_ns: int
+    first_stamp: float                   # s (relative to the epoch) of the first reading fed
+    last_stamp: float
+    timings: dict[str, float]            # s: total (wall), read_sensors, truth, estimator, forces,
+                                         # outputs, other (reordering, bookkeeping), cpu (process)
+    output: dict | None                  # the output bag's summary
+    reorder_window: float
+
+    @property
+    def duration(self) -> float:
+        """s of sensor time replayed (first to last reading's stamp)."""
+        return max(0.0, self.last_stamp - self.first_stamp)
+
+    @property
+    def realtime_factor(self) -> float:
+        w = self.timings["total"]
+        return self.duration / w if w > 0 else math.inf
+
+    @property
+    def estimator_realtime_factor(self) -> float:
+        w = self.timings["estimator"]
+        return self.duration / w if w > 0 else math.inf
+
+
+class _Progress:
+    """tqdm bar over the bag's log time (bag seconds; the rate is bag s per wall s)."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar = None
+        self.done = 0.0
+        self.start_ns = 0
+
+    def update(self, inp: BagInput, log_ns: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+            self.start_ns = inp.start_ns or log_ns
+            total = max(((inp.end_ns or log_ns) - self.start_ns) / 1e9, 1e-9)
+            self.bar = tqdm(total=round(total, 3), unit="s", desc="replay", leave=False,
+                            file=sys.stderr, mininterval=0.2,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s of bag "
+                                       "[{elapsed}<{remaining}, {rate_noinv_fmt} of bag]")
+        now = (log_ns - self.start_ns) / 1e9
+        if now - self.done >= 0.1:
+            self.bar.update(now - self.done)
+            self.done = now
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None = None) -> ReplayResult:
+    """Replay ``bag`` through an estimator of ``mech`` (its config's estimator settings)."""
+    opt = options or ReplayOptions()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
+    inp = BagInput(bag, mech, opt.remap, truth=opt.truth)
+    est = Estimator(mech, lagged=opt.lagged, covariance=opt.covariance)
+    cfg = est.cfg
+    window = opt.reorder_window if opt.reorder_window is not None else cfg.sensor_wait + REORDER_MARGIN
+    order = StampOrder(horizon=window, jump=max(cfg.lag, 1.0))
+    truth = TruthCollector(mech) if opt.truth else None
+    log = EstimateLog(mech)
+    samples = SampleLog()
+    node_name = opt.names.namespace.rstrip("/").rsplit("/", 1)[-1] or "mbfg_estimator"
+    out = None
+    if opt.out is not None:
+        out = OutputBag(opt.out, mech, opt.names, covariance=opt.covariance_topics, storage=opt.storage,
+                        overwrite=opt.overwrite,
+                        custom_data={"mbfg.replay_of": str(Path(bag).resolve()), "mbfg.rig": mech.config.name})
+    clock = {"estimator": 0.0, "forces": 0.0, "outputs": 0.0}
+    state = {"epoch": None, "first": math.inf, "last": -math.inf, "next_diag": -math.inf}
+    perf = time.perf_counter
+    add_sample = est.add_sample
+    progress = _Progress(opt.progress)
+
+    def feed(reading: Reading) -> None:
+        if state["epoch"] is None:
+            state["epoch"] = (reading.stamp_ns // 1_000_000_000) * 1_000_000_000
+        t = (reading.stamp_ns - state["epoch"]) * 1e-9
+        t0 = perf()
+        status = add_sample(reading.sensor, t, reading.value)
+        clock["estimator"] += perf() - t0
+        if status == "queued" or status == "late":
+            samples.add(reading.sensor, t, reading.value)
+            if t < state["first"]:
+                state["first"] = t
+            if t > state["last"]:
+                state["last"] = t
+
+    def write(rows: list[Estimate]) -> None:
+        for e in rows:
+            t0 = perf()
+            forces = est.forces(e)
+            t1 = perf()
+            log.add(e, forces)
+            if out is not None:
+                stamp_ns = state["epoch"] + int(round(e.stamp * 1e9))
+                out.write_estimate(e, forces, stamp_ns)
+                if e.stamp >= state["next_diag"]:
+                    state["next_diag"] = (math.floor(e.stamp / opt.diagnostics_period) + 1) * opt.diagnostics_period
+                    now = est.estimate().stamp if est.estimate() is not None else e.stamp
+                    out.write_diagnostics(diagnostics_message(
+                        mech, est, now, stamp_ns, node_name,
+                        extra=[_replay_status(inp, order, e.stamp)]), stamp_ns)
+            t2 = perf()
+            clock["forces"] += t1 - t0
+            clock["outputs"] += t2 - t1
+
+    def emit() -> None:
+        t0 = perf()
+        filtered = est.pop_estimates()
+        lagged = est.pop_lagged() if opt.lagged else None
+        clock["estimator"] += perf() - t0
+        write(lagged if opt.lagged else filtered)
+
+    try:
+        with out if out is not None else nullcontext():
+            for kind, topic, log_ns, payload in inp.records():
+                if kind == SENSOR:
+                    for reading in payload:
+                        for tp, r in order.push(topic, reading):
+                            feed(r)
+                    emit()
+                else:
+                    t0 = perf()
+                    truth.add(topic, payload)
+                    inp.time_truth += perf() - t0
+                progress.update(inp, log_ns)
+            for tp, r in order.drain():
+                feed(r)
+            t0 = perf()
+            est.flush()
+            clock["estimator"] += perf() - t0
+            emit()
+            if opt.lagged:
+                t0 = perf()
+                tail = est.smoothed_window() if est.started else []
+                clock["estimator"] += perf() - t0
+                done = log.rows[-1][0].keyframe if len(log) else -1
+                write([e for e in tail if e.keyframe > done])
+            if not len(log):
+                raise MbfgError(_nothing_estimated(inp, est))
+    finally:
+        progress.close()
+    total = time.perf_counter() - t_start
+    timings = {"total": total, "read_sensors": inp.time_sensors, "truth": inp.time_truth,
+               "estimator": clock["estimator"], "forces": clock["forces"], "outputs": clock["outputs"]}
+    timings["other"] = max(0.0, total - sum(v for k, v in timings.items() if k != "total"))
+    timings["cpu"] = time.process_time() - cpu_start
+    epoch = state["epoch"] or 0
+    return ReplayResult(
+        bag=Path(bag), mech=mech, options=opt, input=inp, order=order, estimates=log.series(),
+        truth=truth.series(epoch) if truth is not None else None, samples=samples,
+        counts={k: SensorCounts(**vars(v)) for k, v in est.counts().items()}, health=est.health,
+        layout=est.lay, epoch_ns=epoch, first_stamp=state["first"], last_stamp=state["last"],
+        timings=timings, output=out.summary() if out is not None else None, reorder_window=window)
+
+
+def _replay_status(inp: BagInput, order: StampOrder, stamp: float):
+    """The replay's own status for /diagnostics (name, level, message, values)."""
+    problems = sum(sum(c.values()) for c in inp.problems().values())
+    late = sum(order.out_of_order.values())
+    level = WARN if (problems or order.jumps or inp.missing) else OK
+    message = "ok" if level == OK else "; ".join(
+        m for m in (f"{problems} messages with problems" if problems else "",
+                    f"{len(order.jumps)} time jumps" if order.jumps else "",
+                    f"missing topics: {', '.join(s.topic for s in inp.missing)}" if inp.missing else "") if m)
+    return ("replay", level, message, {"bag": str(inp.path), "bag_time": stamp,
+                                       "out_of_order_readings": late})
+
+
+def _nothing_estimated(inp: BagInput, est: Estimator) -> str:
+    counts = est.counts()
+    received = sum(c.received for c in counts.values())
+    if not received:
+        probs = inp.problems()
+        why = "; ".join(f"{t}: " + ", ".join(f"{r} ({n})" for r, n in c.items()) for t, c in probs.items())
+        return (f"nothing could be estimated from {str(inp.path)!r}: no usable sensor reading"
+                + (f" ({why})" if why else ""))
+    parts = ", ".join(f"{name}: {c.received} received, {c.rejected_nonfinite} not finite, "
+                      f"{c.rejected_duplicate} duplicates" for name, c in counts.items() if c.received)
+    return f"nothing could be estimated from {str(inp.path)!r}: no keyframe was closed ({parts})"

@@ -1,0 +1,144 @@
+"""The simulator's ground truth read back from a bag, as time series that can be interpolated.
+
+Topics (see :mod:`mbfg_ros.io.simulation_messages`), under the config's truth namespace:
+``joint_states`` (q, v, actuator effort of every joint), ``joint_accelerations`` (a),
+``forces/<closure>`` (the closure's reaction on frame_b's body, in frame_b, N and N m) and
+``forces/<load cell>`` (the cell's reading times its axis; read back as axis . force or
+torque). Times are seconds relative to the replay's epoch. Each topic keeps its own time
+vector; repeated stamps (a bag that loops) keep their first value and are counted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mbfg_ros.io.messages import time_to_ns
+from mbfg_ros.io.simulation_messages import truth_topics
+from mbfg_ros.model.mechanism import Mechanism
+
+
+@dataclass
+class Series:
+    """Samples y (N, k) at increasing times t (N,) s."""
+    t: np.ndarray
+    y: np.ndarray
+
+    def at(self, times: np.ndarray) -> np.ndarray:
+        """Linear interpolation at ``times`` (NaN outside the covered span)."""
+        times = np.asarray(times, float)
+        out = np.full((times.size, self.y.shape[1]), np.nan)
+        if self.t.size == 0:
+            return out
+        inside = (times >= self.t[0]) & (times <= self.t[-1])
+        for j in range(self.y.shape[1]):
+            out[inside, j] = np.interp(times[inside], self.t, self.y[:, j])
+        return out
+
+
+@dataclass
+class TruthSeries:
+    """Ground truth of one run; any series the bag lacks is None."""
+    joint_names: list[str]
+    q: Series | None = None
+    v: Series | None = None
+    a: Series | None = None
+    effort: Series | None = None
+    closure_force: dict[str, Series] = field(default_factory=dict)    # (N, 3) in frame_b
+    closure_torque: dict[str, Series] = field(default_factory=dict)   # (N, 3) in frame_b
+    load_cells: dict[str, Series] = field(default_factory=dict)       # (N, 1) N or N m
+    repeated: dict[str, int] = field(default_factory=dict)            # topic -> repeated stamps dropped
+
+    @property
+    def span(self) -> tuple[float, float] | None:
+        s = self.q
+        return (float(s.t[0]), float(s.t[-1])) if s is not None and s.t.size else None
+
+
+class TruthCollector:
+    """Collects the truth messages of a mechanism's config (``add`` each, then ``series``)."""
+
+    def __init__(self, mech: Mechanism) -> None:
+        self.mech = mech
+        ns = (mech.config.truth_namespace or "/truth").rstrip("/")
+        self.topics = truth_topics(mech)
+        self.js_topic = ns + "/joint_states"
+        self.acc_topic = ns + "/joint_accelerations"
+        self.closure_topics = {ns + f"/forces/{c}": c for c in mech.closure_names}
+        self.cell_topics = {ns + f"/forces/{c.config.name}": k for k, c in enumerate(mech.load_cells)}
+        self._data: dict[str, tuple[list[int], list]] = {t: ([], []) for t in self.topics}
+        self._index: dict[tuple[str, ...], np.ndarray] = {}
+        self.unmatched: int = 0       # joint_states messages without the config's joints
+
+    def _columns(self, names) -> np.ndarray | None:
+        key = tuple(names)
+        idx = self._index.get(key)
+        if idx is None:
+            pos = {n: i for i, n in enumerate(key)}
+            if not all(n in pos for n in self.mech.joint_names):
+                return None
+            idx = self._index[key] = np.array([pos[n] for n in self.mech.joint_names])
+        return idx
+
+    def add(self, topic: str, msg) -> None:
+        ts, ys = self._data[topic]
+        if topic == self.js_topic:
+            idx = self._columns(msg.name)
+            if idx is None:
+                self.unmatched += 1
+                return
+            eff = np.asarray(msg.effort, float)
+            ys.append((np.asarray(msg.position, float)[idx], np.asarray(msg.velocity, float)[idx],
+                       eff[idx] if eff.size else np.zeros(idx.size)))
+        elif topic == self.acc_topic:
+            idx = self._columns(msg.joint_names)
+            if idx is None or not msg.points:
+                self.unmatched += 1
+                return
+            ys.append(np.asarray(msg.points[0].accelerations, float)[idx])
+        elif topic in self.closure_topics:
+            f, t = msg.wrench.force, msg.wrench.torque
+            ys.append((f.x, f.y, f.z, t.x, t.y, t.z))
+        else:
+            cell = self.mech.load_cells[self.cell_topics[topic]]
+            w = msg.wrench.force if cell.config.component == "force" else msg.wrench.torque
+            ys.append(float(cell.axis @ np.array([w.x, w.y, w.z])))
+        ts.append(time_to_ns(msg.header.stamp))
+
+    def series(self, epoch_ns: int) -> TruthSeries | None:
+        """The collected truth (times relative to ``epoch_ns``), or None if there is no
+        joint_states truth."""
+        out = TruthSeries(list(self.mech.joint_names))
+
+        def ordered(topic: str):
+            ts, ys = self._data[topic]
+            if not ts:
+                return None, None
+            t = (np.asarray(ts, np.int64) - epoch_ns) * 1e-9
+            order = np.argsort(t, kind="stable")
+            t = t[order]
+            keep = np.concatenate([[True], np.diff(t) > 0])
+            if not keep.all():
+                out.repeated[topic] = int((~keep).sum())
+            return t[keep], [ys[i] for i in order[keep]]
+
+        t, ys = ordered(self.js_topic)
+        if t is None:
+            return None
+        out.q = Series(t, np.array([y[0] for y in ys]))
+        out.v = Series(t, np.array([y[1] for y in ys]))
+        out.effort = Series(t, np.array([y[2] for y in ys]))
+        t, ys = ordered(self.acc_topic)
+        if t is not None:
+            out.a = Series(t, np.array(ys))
+        for topic, name in self.closure_topics.items():
+            t, ys = ordered(topic)
+            if t is not None:
+                w = np.array(ys)
+                out.closure_force[name] = Series(t, w[:, :3])
+                out.closure_torque[name] = Series(t, w[:, 3:])
+        for topic, k in self.cell_topics.items():
+            t, ys = ordered(topic)
+            if t is not None:
+                out.load_cells[self.mech.load_cells[k].config.name] = Series(t, np.array(ys)[:, None])
+        return out
