@@ -60,6 +60,7 @@ class _Sensor:
     index: int                 # index in the mechanism's list (joint index for commands)
     counts: SensorCounts = field(default_factory=SensorCounts)
     recent: deque = field(default_factory=lambda: deque(maxlen=64))
+    run_last: float = -math.inf       # newest stamp since the current run started (scheduling)
     mean_abs: float = 0.7979          # running mean of |whitened innovation| (Gaussian: 0.7979)
     scale: float = 1.0                # recent innovation scale in sigmas (>= 1)
 
@@ -161,7 +162,7 @@ class Estimator:
 
     def _start_fresh(self, x_start: np.ndarray | None, prior_sigma: np.ndarray | None = None) -> None:
         """(Re)start; the next sample opens keyframe 0 at its stamp (keys stay unique)."""
-        self.smoother = FixedLagSmoother()
+        self.smoother = FixedLagSmoother(capacity=2 * self.window + 64)
         self._x_start = x_start
         self._prior_sigma = prior_sigma
         self._started = False
@@ -171,7 +172,9 @@ class Estimator:
         self._x: dict[int, np.ndarray] = {}          # states of the newest keyframes
         self._pending: list[_Sample] = []
         self._late: list = []
-        self._steps: deque[Step] = deque(maxlen=self.window + 1)
+        for sensor in self._sensors.values():
+            sensor.run_last = -math.inf
+        self._steps: deque[Step] = deque(maxlen=2 * self.window + 1)
         self._lin1: np.ndarray | None = None
         self._lin0: np.ndarray | None = None
         self._latest_stamp = -math.inf
@@ -248,12 +251,20 @@ class Estimator:
         s.recent.append(stamp)
         c.first_stamp = stamp if c.first_stamp is None else min(c.first_stamp, stamp)
         c.last_stamp = stamp if c.last_stamp is None else max(c.last_stamp, stamp)
+        s.run_last = max(s.run_last, stamp)
         if s.kind == "command":
             self._add_command(s.index, stamp, float(value[0]))
             c.used += 1
             return "queued"
         if not self.started:
-            self._open(stamp)
+            # collect the first sensor_wait seconds, then start at the earliest stamp seen
+            self._pending.append(_Sample(stamp, s, value))
+            self._latest_stamp = max(self._latest_stamp, stamp)
+            earliest = min(p.stamp for p in self._pending)
+            if self._latest_stamp - earliest >= self.cfg.sensor_wait:
+                self._open(earliest)
+                self._close_ready()
+            return "queued"
         status = "queued"
         if stamp <= self._time(self._closed):
             status = self._add_late(_Sample(stamp, s, value))
@@ -265,6 +276,8 @@ class Estimator:
 
     def advance_to(self, stamp: float) -> None:
         """Close every keyframe up to ``stamp`` even if sensors are silent (dynamics only)."""
+        if not self.started and self._pending:
+            self._open(min(p.stamp for p in self._pending))
         if not self.started:
             return
         while self._time(self._closed + 1) <= stamp:
@@ -272,6 +285,8 @@ class Estimator:
 
     def flush(self) -> None:
         """Close the keyframes the queued samples reach (end of a recording)."""
+        if not self.started and self._pending:
+            self._open(min(p.stamp for p in self._pending))
         if self.started and self._pending:
             last = max(p.stamp for p in self._pending)
             while self._time(self._closed) < last:
@@ -303,9 +318,8 @@ class Estimator:
         self._closed = self._k0 - 1
 
     def _live(self, s: _Sensor) -> bool:
-        """A sensor is live if it reported within the last 0.5 s."""
-        c = s.counts
-        return c.last_stamp is not None and c.last_stamp >= self._latest_stamp - 0.5
+        """A sensor is live if it reported within the last 0.5 s of this run."""
+        return s.run_last >= self._latest_stamp - 0.5
 
     def _close_ready(self) -> None:
         while True:
@@ -314,7 +328,7 @@ class Estimator:
                 self._close(self._closed + 1)
                 continue
             live = [s for s in self._measuring if self._live(s)]
-            if live and all(s.counts.last_stamp >= t for s in live):
+            if live and all(s.run_last >= t for s in live):
                 self._close(self._closed + 1)
                 continue
             return
@@ -411,7 +425,8 @@ class Estimator:
                 raise SolverFailure(f"diverging: whitened residual RMS {rms:.3g} at keyframe {k}")
             lf = self._factor(k, J0, J1, r, x_prev, x1)
             late, self._late = self._late, []
-            idx = self.smoother.update([lf] + late, new_keys={k: x1})
+            touched = min([k if first else k - 1] + [kk - 1 for kk, _ in late])
+            idx = self.smoother.update([lf] + [f for _, f in late], new_keys={k: x1}, touched=touched)
             step = Step(k, factors, idx[0], x_prev, x1, unary=first)
             self._steps.append(step)
             self._set_lin(k, x_prev, x1)
@@ -455,15 +470,24 @@ class Estimator:
         return self.smoother.linear_factor([k - 1, k], [J0, J1], -r, [x_prev, x1])
 
     def _marginalize(self) -> None:
-        while len(self.smoother) > self.window:
-            old = self.smoother.keys[0]
-            if self.recorded is not None:
-                self.final_states[old] = self.smoother.estimate(old)
-            if self.want_lagged:
+        """Keep between ``lag`` and twice ``lag`` of keyframes: when the window reaches twice the
+        lag, rebuild ISAM2 and marginalise the oldest half (see FixedLagSmoother.rebuild)."""
+        if self.want_lagged:
+            old = self._closed - self.window
+            if old in self.smoother.keys:
                 self._x[old] = self.smoother.estimate(old)
                 self._emit(old, lagged=True)
                 self._x.pop(old, None)
-            self.smoother.marginalize_oldest()
+        if len(self.smoother) < 2 * self.window:
+            return
+        count = len(self.smoother) - self.window
+        X = self.smoother.all_estimates()
+        if self.recorded is not None:
+            for j, k in enumerate(self.smoother.keys[:count]):
+                self.final_states[k] = X[j].copy()
+        mapping = self.smoother.rebuild(X, count)
+        for step in self._steps:
+            step.index = mapping.get(step.index, -1)
         start = self._window_start()
         while self._steps and (self._steps[0].k < start or
                                (self._steps[0].k == start and not self._steps[0].unary)):
@@ -524,7 +548,8 @@ class Estimator:
             redo.append((step, x0, x1))
         if not factors:
             return
-        idx = self.smoother.update(factors, remove=removes)
+        touched = min(step.k - (0 if step.unary else 1) for step, _, _ in redo)
+        idx = self.smoother.update(factors, remove=removes, touched=touched)
         for (step, x0, x1), i in zip(redo, idx):
             step.index, step.x0, step.x1 = i, x0, x1
             self._set_lin(step.k, x0, x1)
@@ -552,7 +577,7 @@ class Estimator:
             except LinearizationError:
                 p.sensor.counts.rejected_nonfinite += 1
                 return "rejected_nonfinite"
-            self._late.append(self.smoother.linear_factor([k - 1, k], [J0, J1], -r, [x0, x1]))
+            self._late.append((k, self.smoother.linear_factor([k - 1, k], [J0, J1], -r, [x0, x1])))
             self._count_used([tf], late=True)
         return "late"
 

@@ -40,6 +40,9 @@ class FixedLagSmoother:
         self._poison_keys: list[int] = []
         self.capacity = capacity
         self._theta: np.ndarray | None = None      # ISAM2's (fixed) linearization point, row k % capacity
+        self._params = params
+        self._live: dict[int, gtsam.NonlinearFactor] = {}    # ISAM2 index -> factor we hold
+        self.rebuilds = 0
 
     @staticmethod
     def linear_factor(ks: list[int], blocks: list[np.ndarray], rhs: np.ndarray,
@@ -57,9 +60,14 @@ class FixedLagSmoother:
 
     def update(self, factors: list[gtsam.LinearContainerFactor],
                new_keys: dict[int, np.ndarray] | None = None,
-               remove: list[int] | None = None) -> list[int]:
-        """Add factors (and new keyframes, in increasing order; the newest is eliminated last);
-        returns the ISAM2 indices of the added factors."""
+               remove: list[int] | None = None, touched: int | None = None) -> list[int]:
+        """Add factors (and new keyframes); returns the ISAM2 indices of the added factors.
+
+        ``touched`` is the oldest keyframe any added or removed factor involves. Every keyframe
+        from it to the newest is given a chronological elimination group, so whatever ISAM2
+        re-eliminates stays a chain with the oldest keyframe a leaf: ``marginalizeLeaves`` on a
+        non-leaf crashes the process (no check in release builds).
+        """
         graph = gtsam.NonlinearFactorGraph()
         for f in factors:
             graph.add(f)
@@ -67,12 +75,19 @@ class FixedLagSmoother:
             graph.add(f)
         values = gtsam.Values()
         groups = gtsam.KeyGroupMap()
+        newest = self.keys[-1] if self.keys else None
         if new_keys:
             for k in sorted(new_keys):
                 values.insert(key(k), new_keys[k])
             for k in self._poison_keys:
                 values.insert(k, np.zeros(1))
-            groups.insert2(key(max(new_keys)), 1)
+            newest = max(new_keys)
+        if newest is not None:
+            first = min(touched if touched is not None else newest, min(new_keys) if new_keys else newest)
+            if self.keys:
+                first = max(first, self.keys[0])
+            for k in range(first, newest + 1):
+                groups.insert2(key(k), k - first)
         try:
             result = self.isam.update(graph, values, remove or [], groups)
         except RuntimeError as exc:          # IndeterminantLinearSystemException and kin
@@ -85,7 +100,55 @@ class FixedLagSmoother:
                 if self._theta is None:
                     self._theta = np.zeros((self.capacity, new_keys[k].size))
                 self._theta[k % self.capacity] = new_keys[k]
-        return list(result.getNewFactorsIndices())
+        idx = list(result.getNewFactorsIndices())
+        for i in remove or []:
+            self._live.pop(i, None)
+        for i, f in zip(idx, factors):
+            self._live[i] = f
+        return idx
+
+    def rebuild(self, estimates: np.ndarray, marginalize: int) -> dict[int, int]:
+        """Re-create ISAM2 from the factors it holds, linearized (theta) at ``estimates`` (rows in
+        ``keys`` order), in chronological elimination order; then marginalise the ``marginalize``
+        oldest keyframes (leaves now). Returns {old factor index: new index} for the factors
+        that remain."""
+        old_indices = sorted(self._live)
+        graph = gtsam.NonlinearFactorGraph()
+        for i in old_indices:
+            graph.add(self._live[i])
+        values = gtsam.Values()
+        groups = gtsam.KeyGroupMap()
+        first = self.keys[0]
+        for j, k in enumerate(self.keys):
+            values.insert(key(k), estimates[j])
+            groups.insert2(key(k), k - first)
+            self._theta[k % self.capacity] = estimates[j]
+        isam = gtsam.ISAM2(self._params)
+        try:
+            result = isam.update(graph, values, [], groups)
+        except RuntimeError as exc:
+            raise SolverFailure(f"rebuilding the window: {str(exc).splitlines()[0]}") from None
+        new_indices = list(result.getNewFactorsIndices())
+        self.isam = isam
+        self._live = {n: self._live[o] for o, n in zip(old_indices, new_indices)}
+        mapping = dict(zip(old_indices, new_indices))
+        if marginalize > 0:
+            kl = gtsam.KeyList()
+            for k in self.keys[:marginalize]:
+                kl.push_back(key(k))
+            try:
+                marginal_idx, deleted_idx = isam.marginalizeLeavesWithIndices(kl)
+            except RuntimeError as exc:
+                raise SolverFailure(f"marginalising: {str(exc).splitlines()[0]}") from None
+            factors = isam.getFactorsUnsafe()
+            for i in deleted_idx:
+                self._live.pop(i, None)
+            for i in marginal_idx:
+                self._live[i] = factors.at(i)
+            del self.keys[:marginalize]
+            mapping = {o: n for o, n in mapping.items() if n in self._live}
+        self.rebuilds += 1
+        return mapping
 
     def rows(self) -> np.ndarray:
         """Ring-buffer rows (k % capacity) of the window's keyframes, oldest first."""
@@ -118,16 +181,6 @@ class FixedLagSmoother:
 
     def linearization_point(self, k: int) -> np.ndarray:
         return self.isam.getLinearizationPoint().atVector(key(k))
-
-    def marginalize_oldest(self) -> int:
-        k = self.keys.pop(0)
-        kl = gtsam.KeyList()
-        kl.push_back(key(k))
-        try:
-            self.isam.marginalizeLeaves(kl)
-        except RuntimeError as exc:
-            raise SolverFailure(f"marginalising keyframe {k}: {str(exc).splitlines()[0]}") from None
-        return k
 
     def covariance(self, k: int) -> np.ndarray:
         return self.isam.marginalCovariance(key(k))

@@ -157,7 +157,7 @@ class NoiseConfig:
     closure_position: float = 1e-6
     closure_velocity: float = 1e-5
     closure_acceleration: float = 1e-3
-    input_random_walk: float = 50.0
+    input_random_walk: float = 10.0
     gravity_random_walk: float = 0.05
     mass_random_walk: float = 0.05
     prior_position: float = 0.5
