@@ -5,7 +5,8 @@ JSON keys: ``bag``, ``config``, ``rig``, ``duration`` (s of sensor time), ``keyf
 ``estimator_realtime_factor`` (duration / the estimator's own time), ``wall_time``,
 ``cpu_time``, ``timings`` (s per stage), ``topics`` (per topic: type, messages, per-sensor
 counts, problems, readings out of stamp order), ``counts`` (per sensor: received, used, late,
-too_old, rejected, rejected_nonfinite, rejected_duplicate, downweighted, rate), ``problems``
+too_old, rejected, rejected_nonfinite, rejected_duplicate, downweighted, unaccounted = received
+minus every outcome, rate), ``problems``
 (per topic: reason -> messages), ``missing_topics``, ``time_jumps``, ``health`` (keyframes,
 recoveries, resets, last ones, relinearizations, latency_ms mean/p99/max), ``truth``, ``skip``,
 ``rmse`` ({joint: {position, velocity, acceleration[, effort]}}), ``rmse_forces`` ({closure:
@@ -46,6 +47,7 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
                         "late": c.late, "too_old": c.too_old, "rejected": c.rejected,
                         "rejected_nonfinite": c.rejected_nonfinite,
                         "rejected_duplicate": c.rejected_duplicate, "downweighted": c.downweighted,
+                        "unaccounted": c.received - c.used - c.late - c.too_old - c.rejected - c.pending,
                         "rate": _num(c.rate())}
     problems = inp.problems()
     topics = {}
@@ -154,6 +156,9 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
             lines.append(f"Rejected: {name}: {c['rejected_nonfinite']} readings not finite (NaN/Inf)")
         if c["rejected_duplicate"]:
             lines.append(f"Rejected: {name}: {c['rejected_duplicate']} readings with a duplicate stamp")
+        if c["unaccounted"]:
+            lines.append(f"Unaccounted: {name}: {c['unaccounted']} readings the estimator received but neither "
+                         "used nor counted as late, too old or rejected (dropped by a reset or recovery)")
     h = f["health"]
     lat = h["latency_ms"]
     lines.append(f"Estimator: {h['keyframes']} keyframes, {h['recoveries']} recoveries, {h['resets']} resets, "

@@ -1,0 +1,182 @@
+"""Bags with problems: each is handled and reported (per topic), never a traceback."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from rosbags.rosbag2 import StoragePlugin, Writer
+
+from support.replay_bags import simulated_messages, write_bag
+from support.simulations import config_mechanism
+from mbfg_ros.errors import MbfgError
+from mbfg_ros.io import messages as msgs
+from mbfg_ros.io.simulation_messages import BagMessage
+from mbfg_ros.replay.bag_input import parse_remap
+from mbfg_ros.replay.session import ReplayOptions, replay_bag
+
+ENCODERS, CELL = "/encoders", "/rocker_pin/wrench"
+
+
+@pytest.fixture(scope="module")
+def mech():
+    return config_mechanism("four_bar")
+
+
+@pytest.fixture(scope="module")
+def messages():
+    return simulated_messages("four_bar", duration=1.0)
+
+
+def with_position(m: BagMessage, value: float) -> BagMessage:
+    ns = msgs.time_to_ns(m.msg.header.stamp)
+    return dataclasses.replace(m, msg=msgs.joint_state(ns, m.msg.name, position=[value]))
+
+
+def test_missing_and_unreadable_bags(tmp_path, mech):
+    with pytest.raises(MbfgError, match="no such bag"):
+        replay_bag(tmp_path / "nothing", mech)
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "notes.txt").write_text("not a bag")
+    with pytest.raises(MbfgError, match="cannot read the bag"):
+        replay_bag(tmp_path / "junk", mech)
+
+
+def test_a_bag_without_the_config_topics_lists_both_and_suggests_remap(tmp_path, mech, messages):
+    moved = [dataclasses.replace(m, topic="/rig" + m.topic) for m in messages]
+    bag = write_bag(tmp_path / "moved", moved)
+    with pytest.raises(MbfgError) as err:
+        replay_bag(bag, mech)
+    text = str(err.value)
+    assert "/encoders (sensor_msgs/msg/JointState: crank_encoder)" in text
+    assert "/rig/encoders (sensor_msgs/msg/JointState, 1000)" in text
+    assert "--remap" in text and "\n" not in text
+    # with the remap it runs
+    remap = parse_remap(["/encoders:=/rig/encoders", "/rocker_pin/wrench:=/rig/rocker_pin/wrench"], mech)
+    res = replay_bag(bag, mech, ReplayOptions(remap=remap, truth=False))
+    assert res.counts["crank_encoder"].used == 1000 and res.counts["rocker_pin_load"].used == 200
+    assert res.input.stats["/rig/encoders"].config_topic == "/encoders"
+
+
+def test_bad_remap_options(mech):
+    with pytest.raises(MbfgError, match="expected FROM:=TO"):
+        parse_remap(["/encoders=/x"], mech)
+    with pytest.raises(MbfgError, match="not a sensor topic of the config"):
+        parse_remap(["/imu:=/x"], mech)
+
+
+def test_missing_topic_runs_without_it(tmp_path, mech, messages):
+    bag = write_bag(tmp_path / "enc_only", [m for m in messages if m.topic == ENCODERS])
+    res = replay_bag(bag, mech, ReplayOptions(truth=False))
+    assert [s.topic for s in res.input.missing] == [CELL]
+    assert res.counts["rocker_pin_load"].received == 0 and res.counts["crank_encoder"].used == 1000
+    assert len(res.estimates) == 201
+    assert res.truth is None
+
+
+def test_nans_duplicates_wrong_types_and_corrupt_messages_are_counted(tmp_path, mech, messages):
+    path = tmp_path / "messy"
+    writer = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
+    writer.open()
+    ts = msgs.typestore()
+    conns = {ENCODERS: writer.add_connection(ENCODERS, msgs.JOINT_STATE, typestore=ts),
+             CELL: writer.add_connection(CELL, msgs.WRENCH_STAMPED, typestore=ts)}
+    wrong = writer.add_connection(CELL, msgs.IMU, typestore=ts)       # a second type on the topic
+    other = writer.add_connection("/camera/info", "std_msgs/msg/String", typestore=ts)
+    n_nan = n_dup = n_bad = n_wrong = 0
+    for i, m in enumerate(messages):
+        if m.topic == ENCODERS and i % 50 == 7:
+            m = with_position(m, float("nan"))
+            n_nan += 1
+        if m.topic == ENCODERS and i % 97 == 3:
+            writer.write(conns[ENCODERS], m.log_time_ns, msgs.serialize(m.msg))      # sent twice
+            n_dup += 1
+        if m.topic == ENCODERS and i % 301 == 5:
+            writer.write(conns[ENCODERS], m.log_time_ns, b"\x00\x01garbage")
+            n_bad += 1
+        writer.write(conns[m.topic], m.log_time_ns, msgs.serialize(m.msg))
+        if m.topic == CELL and i % 4 == 0:
+            writer.write(wrong, m.log_time_ns, msgs.serialize(msgs.imu(0, "x", [0, 0, 0], 0.1)))
+            n_wrong += 1
+        if i % 200 == 0:
+            writer.write(other, m.log_time_ns, msgs.serialize(ts.types["std_msgs/msg/String"](data="hi")))
+    writer.close()
+    assert n_nan and n_dup and n_bad and n_wrong
+    res = replay_bag(path, mech)
+    enc = res.counts["crank_encoder"]
+    assert enc.rejected_nonfinite == n_nan
+    assert enc.rejected_duplicate == n_dup
+    assert enc.used + enc.late == 1000 - n_nan
+    problems = res.input.problems()
+    assert problems[ENCODERS] == {"cannot deserialize sensor_msgs/msg/JointState: " + next(
+        iter(problems[ENCODERS])).split(": ", 1)[1]: n_bad}
+    wrong_key = "message type sensor_msgs/msg/Imu, expected geometry_msgs/msg/WrenchStamped or std_msgs/msg/Float64"
+    assert problems[CELL] == {wrong_key: n_wrong}
+    assert "/camera/info" not in problems                     # other topics are not read
+    assert res.counts["rocker_pin_load"].used == 200
+    assert len(res.estimates) == 201
+
+
+def shifted(m: BagMessage, seconds: float, log_ns: int) -> BagMessage:
+    """The same reading with its header stamp moved by ``seconds`` and a new log time."""
+    msg = m.msg
+    ns = msgs.time_to_ns(msg.header.stamp) + msgs.seconds_to_ns(seconds)
+    if m.msgtype == msgs.JOINT_STATE:
+        msg = msgs.joint_state(ns, msg.name, position=msg.position)
+    else:
+        f, t = msg.wrench.force, msg.wrench.torque
+        msg = msgs.wrench_stamped(ns, msg.header.frame_id, [f.x, f.y, f.z], [t.x, t.y, t.z])
+    return BagMessage(m.topic, m.msgtype, log_ns, msg)
+
+
+def test_a_clock_jump_back_resets_the_estimator_and_is_reported(tmp_path, mech, messages):
+    """After 1 s the rig's clock jumps back by 4 s (the same motion again)."""
+    span = messages[-1].log_time_ns - messages[0].log_time_ns + 1_000_000
+    again = [shifted(m, -4.0, m.log_time_ns + span) for m in messages]
+    res = replay_bag(write_bag(tmp_path / "jump", messages + again), mech)
+    assert len(res.order.jumps) == 1
+    topic, frm, to = res.order.jumps[0]
+    assert abs((frm - to) / 1e9 - 4.999) < 0.01
+    assert res.health.resets == 1 and "backwards" in res.health.last_reset
+    enc = res.counts["crank_encoder"]
+    # the readings still queued in the estimator when it resets are dropped by it (uncounted;
+    # the summary reports them as unaccounted)
+    assert enc.received == 2000 and enc.used >= 1990
+    assert 400 <= len(res.estimates) <= 402
+    assert np.diff(res.estimates.t).min() < -3.9         # the estimates follow the new time base
+
+
+def test_a_short_loop_is_out_of_order_and_counted(tmp_path, mech, messages):
+    """A 1 s bag played twice (same stamps): the second pass is older than the estimator's
+    window start only by less than its reset threshold, so it is counted, not used."""
+    span = messages[-1].log_time_ns - messages[0].log_time_ns + 1_000_000
+    looped = messages + [dataclasses.replace(m, log_time_ns=m.log_time_ns + span) for m in messages]
+    res = replay_bag(write_bag(tmp_path / "loop", looped), mech)
+    assert res.order.out_of_order[ENCODERS] > 900
+    enc = res.counts["crank_encoder"]
+    assert enc.received == 2000 and enc.used >= 1000
+    assert enc.used + enc.too_old + enc.rejected_duplicate + enc.late == 2000
+
+
+def test_readings_later_than_the_reorder_window_go_in_late(tmp_path, mech, messages):
+    late = [dataclasses.replace(m, log_time_ns=m.log_time_ns + 200_000_000) if m.topic == CELL else m
+            for m in messages]
+    late.sort(key=lambda m: m.log_time_ns)
+    res = replay_bag(write_bag(tmp_path / "late", late), mech, ReplayOptions(reorder_window=0.05))
+    cell = res.counts["rocker_pin_load"]
+    assert res.order.out_of_order[CELL] > 150
+    assert cell.late + cell.too_old > 150
+    assert cell.used + cell.late + cell.too_old == 200
+    # a wide enough window restores stamp order
+    res = replay_bag(write_bag(tmp_path / "late2", late), mech, ReplayOptions(reorder_window=0.3))
+    assert not res.order.out_of_order and res.counts["rocker_pin_load"].used == 200
+
+
+def test_nothing_estimable_is_an_error(tmp_path, mech, messages):
+    nan = [with_position(m, float("nan")) for m in messages if m.topic == ENCODERS]
+    with pytest.raises(MbfgError, match="nothing could be estimated.*1000 not finite"):
+        replay_bag(write_bag(tmp_path / "nan", nan), mech)
+    imu = [BagMessage(ENCODERS, msgs.IMU, m.log_time_ns, msgs.imu(0, "x", [0, 0, 0], 0.1))
+           for m in messages[:20] if m.topic == ENCODERS]
+    with pytest.raises(MbfgError, match="no usable sensor reading.*message type sensor_msgs/msg/Imu"):
+        replay_bag(write_bag(tmp_path / "imu", imu), mech)

@@ -1,0 +1,124 @@
+"""A simulated bag through replay_bag: accuracy against the truth, the node's output topics,
+lagged output, both storages and a rosbag1."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from support.replay_bags import EPOCH_NS, simulated_bag
+from support.simulations import config_mechanism
+from mbfg_ros.io.bag_reader import bag_topics, read_bag
+from mbfg_ros.io.estimate_messages import OutputNames, output_topics
+from mbfg_ros.io.messages import time_to_ns
+from mbfg_ros.replay.metrics import compare
+from mbfg_ros.replay.residuals import sensor_residuals
+from mbfg_ros.replay.session import ReplayOptions, replay_bag
+
+DURATION = 3.0
+
+# RMSE bounds after the first second, for the four-bar at the config's default rates and noise
+# (encoder 1 deg at 1 kHz, load cell 2 N at 200 Hz). Measured: ~1e-3 rad, ~3e-3 rad/s,
+# ~1.5e-2 rad/s^2, ~0.1 N; the bounds leave room for estimator changes, not for breakage.
+BOUNDS = {"position": 5e-3, "velocity": 2e-2, "acceleration": 0.15}
+FORCE_BOUND = 1.0          # N, closure force components and the load cell
+
+
+@pytest.fixture(scope="module")
+def four_bar_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("replay")
+    bag = simulated_bag(tmp / "fb", "four_bar", DURATION, delay=0.002)
+    mech = config_mechanism("four_bar")
+    res = replay_bag(bag, mech, ReplayOptions(out=tmp / "out", covariance=True))
+    return mech, res, tmp / "out"
+
+
+def test_accuracy_against_the_truth(four_bar_run):
+    mech, res, _ = four_bar_run
+    assert abs(res.duration - (DURATION - 0.001)) < 1e-9
+    assert len(res.estimates) == int(DURATION * 200) + 1 or len(res.estimates) == int(DURATION * 200)
+    c = compare(mech, res.estimates, res.truth, res.first_stamp, skip=1.0)
+    assert c.samples > 350
+    for joint in mech.joint_names:
+        for key, bound in BOUNDS.items():
+            assert c.rmse[joint][key] < bound, (joint, key, c.rmse[joint][key])
+    for comp in ("force_x", "force_y"):
+        assert c.rmse_forces["coupler_rocker"][comp] < FORCE_BOUND
+    assert c.rmse_forces["rocker_pin_load"]["reading"] < FORCE_BOUND
+    # every reading was used, in order, nothing problematic
+    assert res.counts["crank_encoder"].used == 3000 and res.counts["rocker_pin_load"].used == 600
+    assert not res.input.problems() and not res.order.out_of_order and not res.order.jumps
+    assert res.epoch_ns == EPOCH_NS and res.first_stamp == 0.0
+    assert res.timings["estimator"] > 0 and res.realtime_factor > 0
+
+
+def test_residuals_look_like_the_sensor_noise(four_bar_run):
+    mech, res, _ = four_bar_run
+    r = sensor_residuals(mech, res.layout, res.estimates, res.samples)
+    for name in ("crank_encoder", "rocker_pin_load"):
+        s = r[name].summary()
+        assert s["samples"] == res.counts[name].used
+        assert 0.7 < s["rms_sigma"][0] < 1.3, (name, s)
+
+
+def test_output_bag_has_the_node_topics(four_bar_run):
+    mech, res, out = four_bar_run
+    topics = bag_topics(out)
+    expected = output_topics(mech, OutputNames(), covariance=False)
+    assert {t: v["type"] for t, v in topics.items()} == expected
+    n = len(res.estimates)
+    for t in ("/mbfg_estimator/joint_states", "/mbfg_estimator/joint_accelerations",
+              "/mbfg_estimator/forces/coupler_rocker", "/mbfg_estimator/forces/rocker_pin_load", "/tf"):
+        assert topics[t]["count"] == n
+    assert topics["/tf_static"]["count"] == 1
+    assert topics["/diagnostics"]["count"] == int(DURATION) + 1 or topics["/diagnostics"]["count"] == int(DURATION)
+    js = [r.msg for r in read_bag(out, topics=["/mbfg_estimator/joint_states"])]
+    assert time_to_ns(js[0].header.stamp) == EPOCH_NS
+    assert js[0].name == mech.joint_names
+    np.testing.assert_array_equal(np.array([m.position for m in js]), res.estimates.q)
+    np.testing.assert_array_equal(np.array([m.velocity for m in js]), res.estimates.v)
+    force = next(iter(read_bag(out, topics=["/mbfg_estimator/forces/coupler_rocker"]))).msg
+    assert force.header.frame_id == "rocker_tip"
+    assert force.wrench.force.x == res.estimates.closure_force[0, 0, 0]
+    tf = next(iter(read_bag(out, topics=["/tf"]))).msg
+    pairs = {(x.header.frame_id, x.child_frame_id) for x in tf.transforms}
+    movable = {(j.parent, j.child) for j in mech.urdf.tree if j.type != "fixed"}
+    assert pairs == movable
+    diag = next(iter(read_bag(out, topics=["/diagnostics"]))).msg
+    names = [s.name for s in diag.status]
+    assert "mbfg_estimator: solver" in names and "mbfg_estimator: replay" in names
+
+
+def test_lagged_output_smooths_every_keyframe_once(tmp_path):
+    bag = simulated_bag(tmp_path / "fb", "four_bar", 2.0)
+    mech = config_mechanism("four_bar")
+    lagged = replay_bag(bag, mech, ReplayOptions(lagged=True, out=tmp_path / "out", storage="sqlite3"))
+    k = lagged.estimates.keyframe
+    assert np.all(np.diff(k) == 1) and k[0] == 0 and len(k) == 401
+    assert np.all(np.diff(lagged.estimates.t) > 0)
+    assert bag_topics(tmp_path / "out")["/mbfg_estimator/joint_states"]["count"] == 401
+    assert (tmp_path / "out" / "out.db3").exists()
+    c = compare(mech, lagged.estimates, lagged.truth, lagged.first_stamp, skip=0.5)
+    assert c.rmse["crank_joint"]["position"] < BOUNDS["position"]
+    assert c.rmse["crank_joint"]["velocity"] < BOUNDS["velocity"]
+
+
+@pytest.mark.slow
+def test_gyro_rig_in_a_rosbag1(tmp_path):
+    """four_bar_gyro: the gyro path (decoding Imu, residuals per measured axis), read from a
+    rosbag1 converted from the simulated rosbag2 with rosbags."""
+    from rosbags.convert.converter import convert
+    from rosbags.typesys import Stores, get_typestore
+
+    src = simulated_bag(tmp_path / "fbg", "four_bar_gyro", 2.0)
+    dst = tmp_path / "fbg.bag"
+    convert([src], dst, "sqlite3", 8, None, "file", None, get_typestore(Stores.ROS1_NOETIC), [], [], [], [])
+    mech = config_mechanism("four_bar_gyro")
+    res = replay_bag(dst, mech)
+    assert res.counts["coupler_gyro"].used == 800
+    c = compare(mech, res.estimates, res.truth, res.first_stamp, skip=1.0)
+    assert c.rmse["crank_joint"]["velocity"] < BOUNDS["velocity"]
+    r = sensor_residuals(mech, res.layout, res.estimates, res.samples)["coupler_gyro"]
+    assert r.axes == ["z"] and r.r.shape == (800, 1)
+    assert 0.7 < r.summary()["rms_sigma"][0] < 1.3
