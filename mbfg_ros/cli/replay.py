@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,6 +35,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="s of stamp time held back to put readings in stamp order (default: the "
                         "config's sensor_wait + 0.05)")
     p.add_argument("--no-truth", action="store_true", help="ignore ground-truth topics in the bag")
+    p.add_argument("--parallel", default="auto", choices=("auto", "on", "off"),
+                   help="read and write the bags in their own processes, leaving a core to the estimator "
+                        "(auto: for bags over 20 s on 2+ cores; each process takes 1-2 s to start)")
     o = p.add_argument_group("output")
     o.add_argument("--out", metavar="BAG", help="write the estimator's output topics to this new rosbag2")
     o.add_argument("--storage", default="mcap", choices=sorted(STORAGE_PLUGINS), help="--out storage (default mcap)")
@@ -97,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
         covariance_topics=args.covariance, out=Path(args.out) if args.out else None,
         storage=args.storage, overwrite=args.overwrite,
         names=OutputNames(args.namespace, args.frame_prefix), reorder_window=args.reorder_window,
-        truth=not args.no_truth, progress=not args.no_progress and sys.stderr.isatty())
+        truth=not args.no_truth, progress=not args.no_progress and sys.stderr.isatty(),
+        processes={"auto": None, "on": True, "off": False}[args.parallel])
     res = replay_bag(args.bag, mech, options)
     t0 = time.perf_counter()
     comparison = compare(mech, res.estimates, res.truth, res.first_stamp, args.skip) if res.truth is not None else None
@@ -111,10 +116,15 @@ def run(args: argparse.Namespace) -> int:
         extra.update(csv=str(args.csv), csv_rows=write_csv(args.csv, res, comparison))
     extra["analysis_time"] = time.perf_counter() - t0
     f = facts(res, comparison, residuals, extra)
-    if args.json == "-":
-        print(json.dumps(f, indent=2))
-        return 0
-    print(format_summary(f, res, comparison))
-    if args.json:
+    if args.json and args.json != "-":
         Path(args.json).write_text(json.dumps(f, indent=2) + "\n", encoding="utf-8")
+    _print(json.dumps(f, indent=2) if args.json == "-" else format_summary(f, res, comparison))
     return 0
+
+
+def _print(text: str) -> None:
+    """Print to stdout; a closed pipe (``| head``) is not an error."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

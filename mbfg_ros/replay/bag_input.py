@@ -113,6 +113,14 @@ class BagInput:
         self.time_sensors = 0.0         # s spent reading + deserializing + decoding sensor messages
         self.time_truth = 0.0           # s spent reading + deserializing ground truth
 
+    def span_seconds(self) -> float:
+        """Log-time span of the bag, s (0 if it cannot be read)."""
+        try:
+            with AnyReader([self.path], default_typestore=msgs.typestore()) as reader:
+                return max(0, reader.end_time - reader.start_time) / 1e9
+        except (AnyReaderError, OSError, ValueError):
+            return 0.0
+
     # ----------------------------------------------------------------------------------------
     @property
     def missing(self) -> list[TopicStats]:
@@ -189,6 +197,18 @@ class BagInput:
                 t = time.perf_counter()
         finally:
             reader.close()
+
+    def state(self) -> dict:
+        """What reading changed (counts, problems, times): to hand over from another process."""
+        return {"stats": self.stats, "router_problems": self.router.problems, "start_ns": self.start_ns,
+                "end_ns": self.end_ns, "time_sensors": self.time_sensors, "time_truth": self.time_truth}
+
+    def restore(self, state: dict) -> None:
+        """Take over :meth:`state` of the same bag read by another BagInput."""
+        self.stats = state["stats"]
+        self.router.problems = state["router_problems"]
+        self.start_ns, self.end_ns = state["start_ns"], state["end_ns"]
+        self.time_sensors, self.time_truth = state["time_sensors"], state["time_truth"]
 
     def problems(self) -> dict[str, dict[str, int]]:
         """{topic: {reason: messages}} of every topic with problems (decoding included)."""

@@ -14,6 +14,7 @@ replay's: reading and decoding, reordering, truth, forces, building and writing 
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from contextlib import nullcontext
@@ -29,12 +30,17 @@ from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import SENSOR, BagInput
 from mbfg_ros.replay.estimate_log import EstimateLog, EstimateSeries
 from mbfg_ros.replay.output_bag import OutputBag
+from mbfg_ros.replay.pipeline import ReaderProcess, WriterProcess
 from mbfg_ros.replay.residuals import SampleLog
 from mbfg_ros.replay.stamp_order import StampOrder
 from mbfg_ros.replay.truth import TruthCollector, TruthSeries
 
 REORDER_MARGIN = 0.05
 """s added to the config's sensor_wait for the default reorder horizon."""
+
+AUTO_PROCESSES_SECONDS = 20.0
+"""With ``processes=None``, bags holding more than this many seconds are read and written in
+their own processes (each takes 1-2 s to start)."""
 
 
 @dataclass
@@ -53,6 +59,7 @@ class ReplayOptions:
     truth: bool = True
     progress: bool = False
     diagnostics_period: float = 1.0           # s of bag time
+    processes: bool | None = None             # read/write in own processes; None: long bags on 2+ cores
 
 
 @dataclass
@@ -72,7 +79,8 @@ class ReplayResult:
     first_stamp: float                   # s (relative to the epoch) of the first reading fed
     last_stamp: float
     timings: dict[str, float]            # s: total (wall), read_sensors, truth, estimator, forces,
-                                         # outputs, other (reordering, bookkeeping), cpu (process)
+                                         # outputs, other (reordering, bookkeeping), cpu (this process);
+                                         # with processes: reader_process, writer_process (their busy time)
     output: dict | None                  # the output bag's summary
     reorder_window: float
 
@@ -122,6 +130,15 @@ class _Progress:
             self.bar.close()
 
 
+def use_processes(opt: ReplayOptions, mech: Mechanism, inp: BagInput) -> bool:
+    """Whether to read and write in their own processes (needs the config file to load there)."""
+    if opt.processes is False or mech.config.source is None:
+        return False
+    if opt.processes:
+        return True
+    return (os.cpu_count() or 1) >= 2 and inp.span_seconds() > AUTO_PROCESSES_SECONDS
+
+
 def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None = None) -> ReplayResult:
     """Replay ``bag`` through an estimator of ``mech`` (its config's estimator settings)."""
     opt = options or ReplayOptions()
@@ -135,11 +152,17 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     log = EstimateLog(mech)
     samples = SampleLog()
     node_name = opt.names.namespace.rstrip("/").rsplit("/", 1)[-1] or "mbfg_estimator"
+    parallel = use_processes(opt, mech, inp)
+    reader = ReaderProcess(inp, truth, mech.config.source) if parallel else None
     out = None
     if opt.out is not None:
-        out = OutputBag(opt.out, mech, opt.names, covariance=opt.covariance_topics, storage=opt.storage,
-                        overwrite=opt.overwrite,
-                        custom_data={"mbfg.replay_of": str(Path(bag).resolve()), "mbfg.rig": mech.config.name})
+        custom = {"mbfg.replay_of": str(Path(bag).resolve()), "mbfg.rig": mech.config.name}
+        if parallel:
+            out = WriterProcess(opt.out, mech.config.source, opt.names, covariance=opt.covariance_topics,
+                                storage=opt.storage, overwrite=opt.overwrite, custom_data=custom)
+        else:
+            out = OutputBag(opt.out, mech, opt.names, covariance=opt.covariance_topics, storage=opt.storage,
+                            overwrite=opt.overwrite, custom_data=custom)
     clock = {"estimator": 0.0, "forces": 0.0, "outputs": 0.0}
     state = {"epoch": None, "first": math.inf, "last": -math.inf, "next_diag": -math.inf}
     perf = time.perf_counter
@@ -188,7 +211,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
 
     try:
         with out if out is not None else nullcontext():
-            for kind, topic, log_ns, payload in inp.records():
+            for kind, topic, log_ns, payload in (reader.records() if reader else inp.records()):
                 if kind == SENSOR:
                     for reading in payload:
                         for tp, r in order.push(topic, reading):
@@ -215,11 +238,22 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                 raise MbfgError(_nothing_estimated(inp, est))
     finally:
         progress.close()
+        if reader is not None:
+            reader.close()
     total = time.perf_counter() - t_start
-    timings = {"total": total, "read_sensors": inp.time_sensors, "truth": inp.time_truth,
-               "estimator": clock["estimator"], "forces": clock["forces"], "outputs": clock["outputs"]}
+    if reader is None:
+        read, truth_time = inp.time_sensors, inp.time_truth
+    else:
+        read, truth_time = reader.wait, 0.0
+    writer_wait = out.wait if isinstance(out, WriterProcess) else 0.0
+    timings = {"total": total, "read_sensors": read, "truth": truth_time, "estimator": clock["estimator"],
+               "forces": clock["forces"], "outputs": clock["outputs"] + writer_wait}
     timings["other"] = max(0.0, total - sum(v for k, v in timings.items() if k != "total"))
     timings["cpu"] = time.process_time() - cpu_start
+    if reader is not None:
+        timings["reader_process"] = inp.time_sensors + inp.time_truth
+    if isinstance(out, WriterProcess):
+        timings["writer_process"] = out.busy
     epoch = state["epoch"] or 0
     return ReplayResult(
         bag=Path(bag), mech=mech, options=opt, input=inp, order=order, estimates=log.series(),

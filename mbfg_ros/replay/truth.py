@@ -105,6 +105,13 @@ class TruthCollector:
             ys.append(float(cell.axis @ np.array([w.x, w.y, w.z])))
         ts.append(time_to_ns(msg.header.stamp))
 
+    def state(self) -> tuple:
+        """The collected messages (to hand over from another process)."""
+        return self._data, self.unmatched
+
+    def restore(self, state: tuple) -> None:
+        self._data, self.unmatched = state
+
     def series(self, epoch_ns: int) -> TruthSeries | None:
         """The collected truth (times relative to ``epoch_ns``), or None if there is no
         joint_states truth."""

@@ -122,3 +122,46 @@ def test_gyro_rig_in_a_rosbag1(tmp_path):
     r = sensor_residuals(mech, res.layout, res.estimates, res.samples)["coupler_gyro"]
     assert r.axes == ["z"] and r.r.shape == (800, 1)
     assert 0.7 < r.summary()["rms_sigma"][0] < 1.3
+
+
+def test_reading_and_writing_in_their_own_processes_changes_nothing(tmp_path):
+    bag = simulated_bag(tmp_path / "fb", "four_bar", 1.0, delay=0.001)
+    mech = config_mechanism("four_bar")
+    one = replay_bag(bag, mech, ReplayOptions(out=tmp_path / "one", processes=False))
+    two = replay_bag(bag, mech, ReplayOptions(out=tmp_path / "two", processes=True))
+    assert "reader_process" in two.timings and "writer_process" in two.timings
+    assert "reader_process" not in one.timings
+    np.testing.assert_array_equal(one.estimates.q, two.estimates.q)
+    np.testing.assert_array_equal(one.estimates.closure_force, two.estimates.closure_force)
+    np.testing.assert_array_equal(one.truth.q.y, two.truth.q.y)
+    assert {k: vars(v) for k, v in one.counts.items()} == {k: vars(v) for k, v in two.counts.items()}
+    assert {t: s.messages for t, s in one.input.stats.items()} == {t: s.messages for t, s in two.input.stats.items()}
+    assert one.output["topics"] == two.output["topics"] == bag_topics(tmp_path / "two")
+    a = [r.msg.position.tolist() for r in read_bag(tmp_path / "one", ["/mbfg_estimator/joint_states"])]
+    b = [r.msg.position.tolist() for r in read_bag(tmp_path / "two", ["/mbfg_estimator/joint_states"])]
+    assert a == b
+
+
+def test_a_failing_reader_process_is_a_clear_error(tmp_path):
+    import shutil
+
+    from mbfg_ros.errors import MbfgError
+    from mbfg_ros.replay.bag_input import BagInput
+    from mbfg_ros.replay.pipeline import ReaderProcess
+
+    bag = simulated_bag(tmp_path / "fb", "four_bar", 0.2, truth=False)
+    mech = config_mechanism("four_bar")
+    inp = BagInput(bag, mech)
+    shutil.rmtree(bag)                        # gone before the reader process opens it
+    with pytest.raises(MbfgError, match="no such bag"):
+        list(ReaderProcess(inp, None, mech.config.source).records())
+
+
+def test_a_failing_writer_process_is_a_clear_error_and_leaves_no_bag(tmp_path):
+    from mbfg_ros.errors import MbfgError
+    from mbfg_ros.replay.pipeline import WriterProcess
+
+    with pytest.raises(MbfgError, match="nope.yaml"):
+        with WriterProcess(tmp_path / "out", tmp_path / "nope.yaml", OutputNames()):
+            pass
+    assert not (tmp_path / "out").exists()
