@@ -34,6 +34,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reorder-window", type=float, default=None, metavar="S",
                    help="s of stamp time held back to put readings in stamp order (default: the "
                         "config's sensor_wait + 0.05)")
+    p.add_argument("--max-time-gap", type=float, default=2.0, metavar="S",
+                   help="a stamp this far after the newest one is a time jump that resets the estimator, "
+                        "as in the ROS node (default 2)")
     p.add_argument("--no-truth", action="store_true", help="ignore ground-truth topics in the bag")
     p.add_argument("--parallel", default="auto", choices=("auto", "on", "off"),
                    help="read and write the bags in their own processes, leaving a core to the estimator "
@@ -67,6 +70,8 @@ def _validate(args: argparse.Namespace) -> None:
         raise CliError(f"--skip: must be >= 0 s (value: {args.skip:g})")
     if args.reorder_window is not None and not (math.isfinite(args.reorder_window) and args.reorder_window >= 0):
         raise CliError(f"--reorder-window: must be >= 0 s (value: {args.reorder_window:g})")
+    if not (math.isfinite(args.max_time_gap) and args.max_time_gap > 0):
+        raise CliError(f"--max-time-gap: must be > 0 s (value: {args.max_time_gap:g})")
     if not args.namespace.startswith("/") or args.namespace.rstrip("/") == "":
         raise CliError(f"--namespace: must be an absolute ROS name such as /mbfg_estimator (value: {args.namespace!r})")
     if not Path(args.bag).exists():
@@ -101,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         covariance_topics=args.covariance, out=Path(args.out) if args.out else None,
         storage=args.storage, overwrite=args.overwrite,
         names=OutputNames(args.namespace, args.frame_prefix), reorder_window=args.reorder_window,
+        max_time_gap=args.max_time_gap,
         truth=not args.no_truth, progress=not args.no_progress and sys.stderr.isatty(),
         processes={"auto": None, "on": True, "off": False}[args.parallel])
     res = replay_bag(args.bag, mech, options)

@@ -108,18 +108,22 @@ class BagInput:
         present = [s for s in self.stats.values() if s.role == SENSOR and s.msgtype is not None]
         if not present:
             raise MbfgError(self._nothing_to_read())
-        self.start_ns: int | None = None
-        self.end_ns: int | None = None
+        self.start_ns, self.end_ns = self._log_times()   # ns, first and last log time
         self.time_sensors = 0.0         # s spent reading + deserializing + decoding sensor messages
         self.time_truth = 0.0           # s spent reading + deserializing ground truth
 
-    def span_seconds(self) -> float:
-        """Log-time span of the bag, s (0 if it cannot be read)."""
+    def _log_times(self) -> tuple[int | None, int | None]:
         try:
             with AnyReader([self.path], default_typestore=msgs.typestore()) as reader:
-                return max(0, reader.end_time - reader.start_time) / 1e9
-        except (AnyReaderError, OSError, ValueError):
+                return reader.start_time, reader.end_time
+        except (AnyReaderError, OSError, ValueError) as exc:
+            raise MbfgError(f"cannot read the bag {str(self.path)!r}: {exc}") from None
+
+    def span_seconds(self) -> float:
+        """Log-time span of the bag, s."""
+        if self.start_ns is None or self.end_ns is None:
             return 0.0
+        return max(0, self.end_ns - self.start_ns) / 1e9
 
     # ----------------------------------------------------------------------------------------
     @property
@@ -161,7 +165,6 @@ class BagInput:
             conns = [c for c in reader.connections if c.topic in self.stats]
             if not conns:
                 return
-            self.start_ns, self.end_ns = reader.start_time, reader.end_time
             decode = self.router.decode
             deserialize = reader.deserialize
             t = time.perf_counter()

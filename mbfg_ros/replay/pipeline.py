@@ -58,14 +58,14 @@ def _read_worker(out: mp.Queue, bag: str, config: str, remap: dict, truth: bool)
             if kind == SENSOR:
                 batch.append((topic, log_ns, payload))
                 if len(batch) >= BATCH:
-                    out.put(_pack(("batch", batch)))
+                    out.put(_pack(("batch", batch, inp.problems())))
                     batch = []
             else:
                 t0 = perf()
                 collector.add(topic, payload)
                 inp.time_truth += perf() - t0
         if batch:
-            out.put(_pack(("batch", batch)))
+            out.put(_pack(("batch", batch, inp.problems())))
         out.put(_pack(("end", inp.state(), collector.state() if collector is not None else None)))
     except KeyboardInterrupt:
         pass
@@ -84,6 +84,7 @@ class ReaderProcess:
         self.config = str(config)
         self.proc = None
         self.wait = 0.0            # s the main process waited for batches
+        self.problems: dict = {}   # the reader's problem counts so far (as BagInput.problems)
 
     def records(self) -> Iterator[tuple[str, str, int, object]]:
         ctx = _context()
@@ -106,6 +107,7 @@ class ReaderProcess:
                     continue
                 self.wait += perf() - t0
                 if item[0] == "batch":
+                    self.problems = item[2]
                     for topic, log_ns, payload in item[1]:
                         yield "sensor", topic, log_ns, payload
                 elif item[0] == "end":

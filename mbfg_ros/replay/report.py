@@ -57,7 +57,8 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         if st.role == "sensor":
             entry.update({"config_topic": st.config_topic, "expected_types": list(st.expected),
                           "sensors": list(st.sensors), "readings": st.readings,
-                          "out_of_order": res.order.out_of_order.get(topic, 0)})
+                          "out_of_order": res.order.out_of_order.get(topic, 0),
+                          "stale": res.jumps.stale.get(topic, 0)})
             for key in ("used", "late", "too_old", "rejected", "downweighted"):
                 entry[key] = sum(counts[s][key] for s in st.sensors if s in counts)
         topics[topic] = entry
@@ -74,8 +75,9 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         "reorder_window": res.reorder_window,
         "topics": topics, "counts": counts, "problems": problems,
         "missing_topics": [s.topic for s in inp.missing],
-        "time_jumps": [{"topic": t, "from": (a - res.epoch_ns) / 1e9, "to": (b - res.epoch_ns) / 1e9}
-                       for t, a, b in res.order.jumps],
+        "time_jumps": [{"topic": j.topic, "sensor": j.sensor, "direction": j.direction,
+                        "from": (j.from_ns - res.epoch_ns) / 1e9, "to": (j.to_ns - res.epoch_ns) / 1e9,
+                        "reason": j.reason} for j in res.jumps.jumps],
         "health": {"keyframes": h.keyframes, "recoveries": h.recoveries, "resets": h.resets,
                    "last_recovery": h.last_recovery or None, "last_reset": h.last_reset or None,
                    "relinearizations": h.relinearizations, "residual_rms": _num(h.residual_rms),
@@ -149,8 +151,12 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
             lines.append(f"Out of order: {topic}: {e['out_of_order']} readings older than ones already fed "
                          f"(beyond the {f['reorder_window']:.3g} s reorder window; see late / too_old)")
     for j in f["time_jumps"]:
-        lines.append(f"Time jump: {j['topic']}: stamps went back from {j['from']:.3f} s to {j['to']:.3f} s "
-                     "(the estimator resets)")
+        lines.append(f"Time jump: {j['topic']}: {j['reason']} (from {j['from']:.3f} s to {j['to']:.3f} s): "
+                     "the estimator finished what it had and was reset")
+    for topic, e in f["topics"].items():
+        if e.get("stale"):
+            lines.append(f"Stale: {topic}: {e['stale']} readings dropped after a time jump, until the sensor's "
+                         "stamps fitted the new time")
     for name, c in f["counts"].items():
         if c["rejected_nonfinite"]:
             lines.append(f"Rejected: {name}: {c['rejected_nonfinite']} readings not finite (NaN/Inf)")

@@ -1,9 +1,11 @@
 """One replay run: a bag's sensor readings through the estimator, as fast as possible.
 
 The readings are decoded as the ROS node decodes them (:class:`~mbfg_ros.replay.bag_input.BagInput`),
-put back into header-stamp order over a bounded horizon (:class:`~mbfg_ros.replay.stamp_order.StampOrder`;
-default the config's ``sensor_wait`` + 50 ms) and fed to the estimator with stamps relative to an
-epoch (the first stamp's whole second, so float seconds keep sub-microsecond precision). Every
+checked for time jumps as the ROS node checks them (:mod:`~mbfg_ros.replay.time_jumps`: on a jump the
+estimator finishes what it has and is reset), put back into header-stamp order over a bounded
+horizon (:class:`~mbfg_ros.replay.stamp_order.StampOrder`; default the config's ``sensor_wait`` +
+50 ms) and fed to the estimator with stamps relative to an epoch (the first stamp's whole second,
+so float seconds keep sub-microsecond precision). Every
 keyframe the estimator closes (with ``lagged``: every smoothed keyframe leaving the window, and
 at the end the smoothed window itself) is logged with its forces and, with an output path,
 written as the node's messages; /diagnostics once per second of bag time.
@@ -33,6 +35,7 @@ from mbfg_ros.replay.output_bag import OutputBag
 from mbfg_ros.replay.pipeline import ReaderProcess, WriterProcess
 from mbfg_ros.replay.residuals import SampleLog
 from mbfg_ros.replay.stamp_order import StampOrder
+from mbfg_ros.replay.time_jumps import DEFAULT_MAX_TIME_GAP, TimeJumps
 from mbfg_ros.replay.truth import TruthCollector, TruthSeries
 
 REORDER_MARGIN = 0.05
@@ -56,6 +59,7 @@ class ReplayOptions:
     overwrite: bool = False
     names: OutputNames = field(default_factory=OutputNames)
     reorder_window: float | None = None       # s; None: sensor_wait + REORDER_MARGIN
+    max_time_gap: float = DEFAULT_MAX_TIME_GAP  # s: a stamp this far after the newest is a time jump
     truth: bool = True
     progress: bool = False
     diagnostics_period: float = 1.0           # s of bag time
@@ -69,6 +73,7 @@ class ReplayResult:
     options: ReplayOptions
     input: BagInput
     order: StampOrder
+    jumps: TimeJumps
     estimates: EstimateSeries
     truth: TruthSeries | None
     samples: SampleLog
@@ -147,7 +152,8 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     est = Estimator(mech, lagged=opt.lagged, covariance=opt.covariance)
     cfg = est.cfg
     window = opt.reorder_window if opt.reorder_window is not None else cfg.sensor_wait + REORDER_MARGIN
-    order = StampOrder(horizon=window, jump=max(cfg.lag, 1.0))
+    order = StampOrder(horizon=window)
+    jumps = TimeJumps(max_time_gap=opt.max_time_gap)
     truth = TruthCollector(mech) if opt.truth else None
     log = EstimateLog(mech)
     samples = SampleLog()
@@ -168,6 +174,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     perf = time.perf_counter
     add_sample = est.add_sample
     progress = _Progress(opt.progress)
+    problems_now = (lambda: reader.problems) if reader is not None else inp.problems
 
     def feed(reading: Reading) -> None:
         if state["epoch"] is None:
@@ -197,7 +204,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                     now = est.estimate().stamp if est.estimate() is not None else e.stamp
                     out.write_diagnostics(diagnostics_message(
                         mech, est, now, stamp_ns, node_name,
-                        extra=[_replay_status(inp, order, e.stamp)]), stamp_ns)
+                        extra=[_replay_status(inp, problems_now(), order, jumps, e.stamp)]), stamp_ns)
             t2 = perf()
             clock["forces"] += t1 - t0
             clock["outputs"] += t2 - t1
@@ -209,12 +216,35 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         clock["estimator"] += perf() - t0
         write(lagged if opt.lagged else filtered)
 
+    def finish_era() -> None:
+        """Feed what the reorder buffer holds and close every keyframe the data reaches (the end
+        of the bag, or before a time jump); with ``lagged``, the smoothed window too."""
+        for _, r in order.drain():
+            feed(r)
+        t0 = perf()
+        est.flush()
+        clock["estimator"] += perf() - t0
+        emit()
+        if opt.lagged:
+            t0 = perf()
+            tail = est.smoothed_window() if est.started else []
+            clock["estimator"] += perf() - t0
+            done = log.rows[-1][0].keyframe if len(log) else -1
+            write([e for e in tail if e.keyframe > done])
+
     try:
         with out if out is not None else nullcontext():
             for kind, topic, log_ns, payload in (reader.records() if reader else inp.records()):
                 if kind == SENSOR:
                     for reading in payload:
-                        for tp, r in order.push(topic, reading):
+                        verdict = jumps.check(topic, reading)
+                        if verdict == "stale":
+                            continue
+                        if verdict == "jump":
+                            finish_era()
+                            est.reset(jumps.jumps[-1].reason)
+                            order.restart()
+                        for _, r in order.push(topic, reading):
                             feed(r)
                     emit()
                 else:
@@ -222,18 +252,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                     truth.add(topic, payload)
                     inp.time_truth += perf() - t0
                 progress.update(inp, log_ns)
-            for tp, r in order.drain():
-                feed(r)
-            t0 = perf()
-            est.flush()
-            clock["estimator"] += perf() - t0
-            emit()
-            if opt.lagged:
-                t0 = perf()
-                tail = est.smoothed_window() if est.started else []
-                clock["estimator"] += perf() - t0
-                done = log.rows[-1][0].keyframe if len(log) else -1
-                write([e for e in tail if e.keyframe > done])
+            finish_era()
             if not len(log):
                 raise MbfgError(_nothing_estimated(inp, est))
     finally:
@@ -256,24 +275,25 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         timings["writer_process"] = out.busy
     epoch = state["epoch"] or 0
     return ReplayResult(
-        bag=Path(bag), mech=mech, options=opt, input=inp, order=order, estimates=log.series(),
+        bag=Path(bag), mech=mech, options=opt, input=inp, order=order, jumps=jumps, estimates=log.series(),
         truth=truth.series(epoch) if truth is not None else None, samples=samples,
         counts={k: SensorCounts(**vars(v)) for k, v in est.counts().items()}, health=est.health,
         layout=est.lay, epoch_ns=epoch, first_stamp=state["first"], last_stamp=state["last"],
         timings=timings, output=out.summary() if out is not None else None, reorder_window=window)
 
 
-def _replay_status(inp: BagInput, order: StampOrder, stamp: float):
+def _replay_status(inp: BagInput, problems_now: dict, order: StampOrder, jumps: TimeJumps, stamp: float):
     """The replay's own status for /diagnostics (name, level, message, values)."""
-    problems = sum(sum(c.values()) for c in inp.problems().values())
+    problems = sum(sum(c.values()) for c in problems_now.values())
     late = sum(order.out_of_order.values())
-    level = WARN if (problems or order.jumps or inp.missing) else OK
+    level = WARN if (problems or jumps.jumps or inp.missing) else OK
     message = "ok" if level == OK else "; ".join(
         m for m in (f"{problems} messages with problems" if problems else "",
-                    f"{len(order.jumps)} time jumps" if order.jumps else "",
+                    f"{len(jumps.jumps)} time jumps" if jumps.jumps else "",
                     f"missing topics: {', '.join(s.topic for s in inp.missing)}" if inp.missing else "") if m)
     return ("replay", level, message, {"bag": str(inp.path), "bag_time": stamp,
-                                       "out_of_order_readings": late})
+                                       "out_of_order_readings": late,
+                                       "stale_readings": sum(jumps.stale.values())})
 
 
 def _nothing_estimated(inp: BagInput, est: Estimator) -> str:

@@ -5,9 +5,8 @@ interleave out of stamp order. :class:`StampOrder` holds readings for ``horizon`
 stamp time and releases them in stamp order, like the estimator would see them on a rig whose
 slowest sensor is that much late. A reading whose stamp is older than one already released is
 still out of order: it is released at once (the estimator counts it late or too old) and
-counted here per topic. A stamp more than ``jump`` seconds before the newest one (a bag that
-loops, a clock reset) releases everything held first and starts again from that stamp; the
-jump is recorded.
+counted here per topic. Time jumps are found before this buffer
+(:mod:`mbfg_ros.replay.time_jumps`): on one, the caller drains the buffer and ``restart``s it.
 """
 from __future__ import annotations
 
@@ -23,17 +22,14 @@ from mbfg_ros.io.sensor_inputs import Reading
 class StampOrder:
     """Reorder buffer: ``push`` readings in receive order, get them back in stamp order."""
     horizon: float                        # s of stamp time held back
-    jump: float                           # s: a stamp this far behind the newest is a time jump
     out_of_order: Counter = field(default_factory=Counter)   # topic -> readings released late
-    jumps: list[tuple[str, float, float]] = field(default_factory=list)   # (topic, from ns, to ns)
 
     def __post_init__(self) -> None:
         self._heap: list[tuple[int, int, str, Reading]] = []
         self._seq = count()
-        self._newest: int | None = None      # ns, newest stamp pushed since the last jump
+        self._newest: int | None = None      # ns, newest stamp pushed since the last restart
         self._released: int | None = None    # ns, newest stamp released
         self._horizon_ns = int(round(self.horizon * 1e9))
-        self._jump_ns = int(round(self.jump * 1e9))
 
     def __len__(self) -> int:
         return len(self._heap)
@@ -41,15 +37,10 @@ class StampOrder:
     def push(self, topic: str, reading: Reading) -> list[tuple[str, Reading]]:
         """Add one reading; return the (topic, reading) pairs now due, oldest stamp first."""
         ns = reading.stamp_ns
-        out: list[tuple[str, Reading]] = []
-        if self._newest is not None and ns < self._newest - self._jump_ns:
-            self.jumps.append((topic, self._newest, ns))
-            out = self.drain()
-            self._newest = self._released = None
         if self._released is not None and ns < self._released:
             self.out_of_order[topic] += 1
-            out.append((topic, reading))
-            return out
+            return [(topic, reading)]
+        out: list[tuple[str, Reading]] = []
         heapq.heappush(self._heap, (ns, next(self._seq), topic, reading))
         if self._newest is None or ns > self._newest:
             self._newest = ns
@@ -60,6 +51,10 @@ class StampOrder:
             self._released = ns0
             out.append((t0, r0))
         return out
+
+    def restart(self) -> None:
+        """A new time base (after a time jump): forget the stamps seen (call after ``drain``)."""
+        self._newest = self._released = None
 
     def drain(self) -> list[tuple[str, Reading]]:
         """Everything held, oldest stamp first (end of the bag, or before a time jump)."""
