@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         processes={"auto": None, "on": True, "off": False}[args.parallel])
     res = replay_bag(args.bag, mech, options)
     t0 = time.perf_counter()
-    comparison = compare(mech, res.estimates, res.truth, res.first_stamp, args.skip) if res.truth is not None else None
+    comparison = compare(mech, res.estimates, res.truth, args.skip) if res.truth is not None else None
     residuals = sensor_residuals(mech, res.layout, res.estimates, res.samples)
     extra: dict = {}
     if args.plots:

@@ -1,7 +1,7 @@
 """The estimates of a replay run, with the forces derived from them, as arrays.
 
-One row per written keyframe, in the order written (stamp order, except after an estimator
-reset). Units: rad or m (and per s, per s^2); efforts N m or N; forces in each closure's
+One row per written keyframe, in the order written (stamp order within an era; an era ends at
+a time jump, where the estimator is reset). Units: rad or m (and per s, per s^2); efforts N m or N; forces in each closure's
 frame_b (N, N m); load-cell readings N or N m; ``std`` the DOF standard deviations
 [q_dof, v_dof] when the estimator computed covariances (else NaN).
 """
@@ -19,6 +19,7 @@ from mbfg_ros.model.mechanism import Mechanism
 class EstimateSeries:
     t: np.ndarray                 # (N,) s, relative to the replay's epoch
     keyframe: np.ndarray          # (N,) keyframe index
+    era: np.ndarray               # (N,) 0, then +1 after each time jump (estimator reset)
     q: np.ndarray                 # (N, n)
     v: np.ndarray
     a: np.ndarray
@@ -43,12 +44,14 @@ class EstimateLog:
     def __init__(self, mech: Mechanism) -> None:
         self.mech = mech
         self.rows: list[tuple[Estimate, Forces]] = []
+        self.eras: list[int] = []
 
     def __len__(self) -> int:
         return len(self.rows)
 
-    def add(self, e: Estimate, forces: Forces) -> None:
+    def add(self, e: Estimate, forces: Forces, era: int = 0) -> None:
         self.rows.append((e, forces))
+        self.eras.append(era)
 
     def series(self) -> EstimateSeries:
         mech = self.mech
@@ -77,6 +80,7 @@ class EstimateLog:
                 cells[i, j] = f.load_cells[name]
         return EstimateSeries(
             t=np.array([e.stamp for e in es], float), keyframe=np.array([e.keyframe for e in es], int),
+            era=np.array(self.eras, int),
             q=stack("q", mech.n), v=stack("v", mech.n), a=stack("a", mech.n),
             effort=stack("effort", mech.n), lam=stack("lam", mech.m), u=stack("u", mech.n_u),
             bias=stack("bias", 0), gravity_scale=np.array([e.gravity_scale for e in es], float),

@@ -2,8 +2,9 @@
 
 The truth is interpolated (linearly; it is recorded at 200 Hz by default) at the estimate
 stamps. Errors are estimate minus truth; angular position errors are wrapped to (-pi, pi].
-The RMSE skips the first ``skip`` seconds after the first reading (the estimator's convergence
-from the config's initial state) and uses only stamps the truth covers. Units: joint position
+The RMSE skips the first ``skip`` seconds of each era (the estimator's convergence from the
+config's initial state, at the start and after every reset) and uses only stamps the truth
+covers. Units: joint position
 rad or m, velocity per s, acceleration per s^2, effort N m or N; closure forces N and N m in
 the closure's frame_b; load cells in the cell's unit.
 """
@@ -50,9 +51,17 @@ def _rmse(err: np.ndarray, used: np.ndarray) -> float | None:
     return float(np.sqrt(np.mean(x * x))) if x.size else None
 
 
-def compare(mech: Mechanism, est: EstimateSeries, truth: TruthSeries, first_stamp: float,
-            skip: float = 1.0) -> Comparison:
-    """Compare ``est`` with ``truth``; RMSE over stamps >= first_stamp + skip."""
+def era_starts(est: EstimateSeries) -> np.ndarray:
+    """(N,) the first stamp of each estimate's era."""
+    starts = np.zeros(len(est))
+    for era in np.unique(est.era):
+        sel = est.era == era
+        starts[sel] = est.t[sel].min()
+    return starts
+
+
+def compare(mech: Mechanism, est: EstimateSeries, truth: TruthSeries, skip: float = 1.0) -> Comparison:
+    """Compare ``est`` with ``truth``; RMSE over the stamps ``skip`` s or more into their era."""
     t = est.t
     tq = truth.q.at(t)
     tv = truth.v.at(t)
@@ -61,7 +70,7 @@ def compare(mech: Mechanism, est: EstimateSeries, truth: TruthSeries, first_stam
     eq = est.q - tq
     ang = mech.angular
     eq[:, ang] = (eq[:, ang] + np.pi) % (2 * np.pi) - np.pi
-    used = (t >= first_stamp + skip) & np.all(np.isfinite(tq), axis=1)
+    used = (t >= era_starts(est) + skip) & np.all(np.isfinite(tq), axis=1)
     c = Comparison(skip, t, used, tq, tv, ta, teff, eq, est.v - tv,
                    None if ta is None else est.a - ta, est.effort - teff)
     actuated = set(mech.input_joints) | set(mech.known_input_joints)

@@ -22,7 +22,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from mbfg_ros.replay.metrics import COMPONENTS, Comparison, significant_components  # noqa: E402
+from mbfg_ros.replay.metrics import COMPONENTS, Comparison, era_starts, significant_components  # noqa: E402
 from mbfg_ros.replay.residuals import Residuals, load_cell_unit  # noqa: E402
 from mbfg_ros.replay.session import ReplayResult  # noqa: E402
 
@@ -43,7 +43,8 @@ def _save(fig, path: Path, files: list[Path]) -> None:
 
 def _shade_skip(ax, res: ReplayResult, comparison: Comparison | None) -> None:
     if comparison is not None and comparison.skip > 0:
-        ax.axvspan(res.first_stamp, res.first_stamp + comparison.skip, color="0.9", lw=0)
+        for start in np.unique(era_starts(res.estimates)):
+            ax.axvspan(start, start + comparison.skip, color="0.9", lw=0)
 
 
 def write_plots(out_dir: str | Path, res: ReplayResult, comparison: Comparison | None,

@@ -3,7 +3,7 @@
 JSON keys: ``bag``, ``config``, ``rig``, ``duration`` (s of sensor time), ``keyframes``,
 ``realtime_factor`` (duration / wall time of the whole replay: reading, estimating, writing),
 ``estimator_realtime_factor`` (duration / the estimator's own time), ``wall_time``,
-``cpu_time``, ``timings`` (s per stage), ``topics`` (per topic: type, messages, per-sensor
+``cpu_time``, ``timings`` (s per stage), ``eras`` (stamp spans between time jumps), ``topics`` (per topic: type, messages, per-sensor
 counts, problems, readings out of stamp order), ``counts`` (per sensor: received, used, late,
 too_old, rejected, rejected_nonfinite, rejected_duplicate, downweighted, unaccounted = received
 minus every outcome, rate), ``problems``
@@ -68,6 +68,7 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         "bag": str(res.bag), "config": str(mech.config.source or ""), "rig": mech.config.name,
         "lagged": res.options.lagged, "covariance": res.options.covariance,
         "duration": res.duration, "epoch": res.epoch_ns / 1e9, "keyframes": len(res.estimates),
+        "eras": [{"from": a, "to": b} for a, b in res.eras],
         "realtime_factor": _num(res.realtime_factor),
         "estimator_realtime_factor": _num(res.estimator_realtime_factor),
         "wall_time": res.timings["total"], "cpu_time": res.timings.get("cpu"),

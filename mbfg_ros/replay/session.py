@@ -81,8 +81,8 @@ class ReplayResult:
     health: Health
     layout: object                       # the estimator's StateLayout (for residuals)
     epoch_ns: int
-    first_stamp: float                   # s (relative to the epoch) of the first reading fed
-    last_stamp: float
+    eras: list[tuple[float, float]]      # s (relative to the epoch): first and last stamp of the
+                                         # readings used, per era (eras are split by time jumps)
     timings: dict[str, float]            # s: total (wall), read_sensors, truth, estimator, forces,
                                          # outputs, other (reordering, bookkeeping), cpu (this process);
                                          # with processes: reader_process, writer_process (their busy time)
@@ -91,8 +91,12 @@ class ReplayResult:
 
     @property
     def duration(self) -> float:
-        """s of sensor time replayed (first to last reading's stamp)."""
-        return max(0.0, self.last_stamp - self.first_stamp)
+        """s of sensor time replayed: first to last reading's stamp, summed over the eras."""
+        return sum(max(0.0, b - a) for a, b in self.eras)
+
+    @property
+    def first_stamp(self) -> float:
+        return self.eras[0][0] if self.eras else 0.0
 
     @property
     def realtime_factor(self) -> float:
@@ -170,7 +174,8 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             out = OutputBag(opt.out, mech, opt.names, covariance=opt.covariance_topics, storage=opt.storage,
                             overwrite=opt.overwrite, custom_data=custom)
     clock = {"estimator": 0.0, "forces": 0.0, "outputs": 0.0}
-    state = {"epoch": None, "first": math.inf, "last": -math.inf, "next_diag": -math.inf}
+    state = {"epoch": None, "first": math.inf, "last": -math.inf, "next_diag": -math.inf, "era": 0}
+    eras: list[tuple[float, float]] = []
     perf = time.perf_counter
     add_sample = est.add_sample
     progress = _Progress(opt.progress)
@@ -195,7 +200,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             t0 = perf()
             forces = est.forces(e)
             t1 = perf()
-            log.add(e, forces)
+            log.add(e, forces, state["era"])
             if out is not None:
                 stamp_ns = state["epoch"] + int(round(e.stamp * 1e9))
                 out.write_estimate(e, forces, stamp_ns)
@@ -244,6 +249,10 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                             finish_era()
                             est.reset(jumps.jumps[-1].reason)
                             order.restart()
+                            if state["first"] <= state["last"]:
+                                eras.append((state["first"], state["last"]))
+                            state.update(first=math.inf, last=-math.inf, era=state["era"] + 1,
+                                         next_diag=-math.inf)
                         for _, r in order.push(topic, reading):
                             feed(r)
                     emit()
@@ -253,6 +262,8 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                     inp.time_truth += perf() - t0
                 progress.update(inp, log_ns)
             finish_era()
+            if state["first"] <= state["last"]:
+                eras.append((state["first"], state["last"]))
             if not len(log):
                 raise MbfgError(_nothing_estimated(inp, est))
     finally:
@@ -278,7 +289,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         bag=Path(bag), mech=mech, options=opt, input=inp, order=order, jumps=jumps, estimates=log.series(),
         truth=truth.series(epoch) if truth is not None else None, samples=samples,
         counts={k: SensorCounts(**vars(v)) for k, v in est.counts().items()}, health=est.health,
-        layout=est.lay, epoch_ns=epoch, first_stamp=state["first"], last_stamp=state["last"],
+        layout=est.lay, epoch_ns=epoch, eras=eras,
         timings=timings, output=out.summary() if out is not None else None, reorder_window=window)
 
 

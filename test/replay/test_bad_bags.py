@@ -155,6 +155,8 @@ def test_a_looping_bag_restarts_the_estimator_each_loop(tmp_path, mech, messages
     enc = res.counts["crank_encoder"]
     assert enc.received == 3000 and enc.used == 3000 and enc.late == enc.too_old == 0
     assert len(res.estimates) == 3 * 201
+    assert len(res.eras) == 3 and abs(res.duration - 3 * 0.999) < 1e-9
+    assert np.bincount(res.estimates.era).tolist() == [201, 201, 201]
 
 
 def test_a_corrupt_future_stamp_is_two_jumps_and_the_run_goes_on(tmp_path, mech, messages):
@@ -169,6 +171,7 @@ def test_a_corrupt_future_stamp_is_two_jumps_and_the_run_goes_on(tmp_path, mech,
     assert res.counts["rocker_pin_load"].used + sum(res.jumps.stale.values()) == 200
     assert sum(res.estimates.t > 900) <= 2                  # the lone reading's era
     assert len(res.estimates) < 210
+    assert len(res.eras) == 3 and abs(res.duration - 0.998) < 0.002      # not 1000 s
 
 
 def test_readings_later_than_the_reorder_window_go_in_late(tmp_path, mech, messages):
