@@ -29,28 +29,37 @@ DEFAULT_MAX_SAMPLES = 20_000
 
 
 class SampleLog:
-    """The readings the estimator accepted, per sensor (stamps s, values as given)."""
+    """The readings the estimator accepted, per sensor (stamps s, values as given, era)."""
 
     def __init__(self) -> None:
         self.t: dict[str, list[float]] = {}
         self.y: dict[str, list] = {}
+        self.era: dict[str, list[int]] = {}
 
-    def add(self, sensor: str, stamp: float, value: np.ndarray) -> None:
+    def add(self, sensor: str, stamp: float, value: np.ndarray, era: int = 0) -> None:
         ts = self.t.get(sensor)
         if ts is None:
             ts = self.t[sensor] = []
             self.y[sensor] = []
+            self.era[sensor] = []
         ts.append(stamp)
         self.y[sensor].append(value)
+        self.era[sensor].append(era)
 
-    def arrays(self, sensor: str) -> tuple[np.ndarray, np.ndarray]:
-        """(t (N,), y (N, k)) sorted by stamp."""
+    def arrays(self, sensor: str, era: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(t (N,), y (N, k)) sorted by stamp (of one era if given)."""
         t = np.asarray(self.t.get(sensor, []), float)
         if not t.size:
             return t, np.zeros((0, 1))
         y = np.stack([np.asarray(v, float).reshape(-1) for v in self.y[sensor]])
+        if era is not None:
+            keep = np.asarray(self.era[sensor]) == era
+            t, y = t[keep], y[keep]
         order = np.argsort(t, kind="stable")
         return t[order], y[order]
+
+    def eras(self, sensor: str) -> np.ndarray:
+        return np.asarray(self.era.get(sensor, []), int)
 
     def count(self, sensor: str) -> int:
         return len(self.t.get(sensor, ()))
@@ -88,13 +97,29 @@ def load_cell_unit(mech: Mechanism, k: int) -> str:
     return "N" if c.component == "force" else "N m"
 
 
-def _state_at(est: EstimateSeries, t: np.ndarray):
-    """Index of the keyframe before each t and the time since it."""
-    order = np.argsort(est.t, kind="stable")
-    ts = est.t[order]
-    i = np.clip(np.searchsorted(ts, t, side="right") - 1, 0, ts.size - 1)
-    k = order[i]
+def _state_at(est: EstimateSeries, t: np.ndarray, era: np.ndarray):
+    """Index of the keyframe before each t (of the sample's era) and the time since it."""
+    k = np.zeros(t.size, int)
+    for e in np.unique(era):
+        rows = np.flatnonzero(est.era == e)
+        if not rows.size:
+            rows = np.arange(len(est))
+        rows = rows[np.argsort(est.t[rows], kind="stable")]
+        sel = era == e
+        i = np.clip(np.searchsorted(est.t[rows], t[sel], side="right") - 1, 0, rows.size - 1)
+        k[sel] = rows[i]
     return k, t - est.t[k]
+
+
+def _samples(samples: SampleLog, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(t, y, era) of a sensor, sorted by (era, stamp)."""
+    t = np.asarray(samples.t.get(name, []), float)
+    if not t.size:
+        return t, np.zeros((0, 1)), np.zeros(0, int)
+    y = np.stack([np.asarray(v, float).reshape(-1) for v in samples.y[name]])
+    era = samples.eras(name)
+    order = np.lexsort((t, era))
+    return t[order], y[order], era[order]
 
 
 def _pick(n: int, limit: int) -> np.ndarray:
@@ -110,26 +135,28 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
     if not len(est):
         return out
     d = mech.create_data()
-    commands = {}
+    commands: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     for name in mech.known_input_joints:
-        t, y = samples.arrays(COMMAND_PREFIX + name)
-        if t.size:
-            commands[mech.index[name]] = (t, y[:, 0])
+        for era in np.unique(samples.eras(COMMAND_PREFIX + name)):
+            t, y = samples.arrays(COMMAND_PREFIX + name, int(era))
+            commands[(mech.index[name], int(era))] = (t, y[:, 0])
 
-    def tau_at(stamp: float) -> np.ndarray:
+    def tau_at(stamp: float, era: int) -> np.ndarray:
+        """Known input efforts (linear between commands, held beyond them; 0 without any)."""
         tau = np.zeros(mech.n)
-        for j, (t, y) in commands.items():
-            tau[j] = np.interp(stamp, t, y)
+        for (j, e), (t, y) in commands.items():
+            if e == era:
+                tau[j] = np.interp(stamp, t, y)
         return tau
 
     for k, enc in enumerate(mech.encoders):
         name = enc.config.name
-        t, y = samples.arrays(name)
+        t, y, era = _samples(samples, name)
         if not t.size:
             continue
         sel = _pick(t.size, max_samples)
-        t, y = t[sel], y[sel, 0]
-        i, dt = _state_at(est, t)
+        t, y, era = t[sel], y[sel, 0], era[sel]
+        i, dt = _state_at(est, t, era)
         j = enc.index
         q = est.q[i, j] + est.v[i, j] * dt + 0.5 * est.a[i, j] * dt * dt
         r = y - q
@@ -141,12 +168,12 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
         out[name] = res
     for k, gyro in enumerate(mech.gyros):
         name = gyro.config.name
-        t, y = samples.arrays(name)
+        t, y, era = _samples(samples, name)
         if not t.size:
             continue
         sel = _pick(t.size, max_samples)
-        t, y = t[sel], y[sel]
-        i, dt = _state_at(est, t)
+        t, y, era = t[sel], y[sel], era[sel]
+        i, dt = _state_at(est, t, era)
         rows = np.asarray(gyro.rows)
         bias_cols = layout.bias_slices[k]
         r = np.empty((t.size, rows.size))
@@ -163,19 +190,19 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
         out[name] = Residuals(name, "gyro", "rad/s", gyro.config.noise, axes, t, r, samples.count(name))
     for k, cell in enumerate(mech.load_cells):
         name = cell.config.name
-        t, y = samples.arrays(name)
+        t, y, era = _samples(samples, name)
         if not t.size:
             continue
         sel = _pick(t.size, max_samples)
-        t, y = t[sel], y[sel, 0]
-        i, dt = _state_at(est, t)
+        t, y, era = t[sel], y[sel, 0], era[sel]
+        i, dt = _state_at(est, t, era)
         r = np.empty(t.size)
         for s in range(t.size):
             e = i[s]
             h = dt[s]
             q = est.q[e] + est.v[e] * h + 0.5 * est.a[e] * h * h
             v = est.v[e] + est.a[e] * h
-            pred = mech.load_cell(d, k, q, v, est.a[e], est.lam[e], est.u[e], tau_at(t[s]),
+            pred = mech.load_cell(d, k, q, v, est.a[e], est.lam[e], est.u[e], tau_at(t[s], int(era[s])),
                                   derivatives=False)[0]
             r[s] = y[s] - pred
         out[name] = Residuals(name, "load_cell", load_cell_unit(mech, k), cell.config.noise,

@@ -189,7 +189,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         status = add_sample(reading.sensor, t, reading.value)
         clock["estimator"] += perf() - t0
         if status == "queued" or status == "late":
-            samples.add(reading.sensor, t, reading.value)
+            samples.add(reading.sensor, t, reading.value, state["era"])
             if t < state["first"]:
                 state["first"] = t
             if t > state["last"]:
