@@ -271,7 +271,7 @@ class Estimator:
         else:
             self._pending.append(_Sample(stamp, s, value))
         self._latest_stamp = max(self._latest_stamp, stamp)
-        self._close_ready()
+        self._close_ready(stamp)
         return status
 
     def advance_to(self, stamp: float) -> None:
@@ -321,7 +321,11 @@ class Estimator:
         """A sensor is live if it reported within the last 0.5 s of this run."""
         return s.run_last >= self._latest_stamp - 0.5
 
-    def _close_ready(self) -> None:
+    def _close_ready(self, stamp: float | None = None) -> None:
+        """Close the keyframes that can be closed. A sample stamped before the next keyframe
+        time cannot make it closable, so that (most frequent) case returns at once."""
+        if stamp is not None and stamp < self._time(self._closed + 1):
+            return
         while True:
             t = self._time(self._closed + 1)
             if self._latest_stamp >= t + self.cfg.sensor_wait:
@@ -410,6 +414,7 @@ class Estimator:
 
     def _close(self, k: int) -> None:
         t0 = time.perf_counter()
+        c0 = time.thread_time()
         samples = self._take_samples(self._time(k))
         first = k == self._k0
         if first and self._x_start is None:
@@ -454,6 +459,7 @@ class Estimator:
         self.health.keyframes += 1
         self._emit(k, lagged=False)
         self.health.update_ms.append((time.perf_counter() - t0) * 1e3)
+        self.health.update_cpu_ms.append((time.thread_time() - c0) * 1e3)
 
     def _phi_rows(self, first: bool) -> slice:
         """Rows of the closure position residual in a step's stacked rows."""
@@ -519,25 +525,33 @@ class Estimator:
         X = self.smoother.all_estimates()             # rows: keys[0] .. keys[-1]
         rows = self.smoother.rows()
         n, th = self.lay.n, self.cfg.relinearize_threshold
+        vth = self.cfg.relinearize_velocity_factor * th
         first = 1 if self.cfg.relinearize_window else max(1, len(keys) - budget)
         # steps k = keys[first:] (their previous keyframe is in the window)
         d1 = np.abs(X[first:, :2 * n] - self._lin1[rows[first:], :2 * n])
         d0 = np.abs(X[first - 1:-1, :2 * n] - self._lin0[rows[first:], :2 * n])
         d = np.maximum(d1, d0)
-        moved = np.maximum(d[:, :n].max(axis=1) / th, d[:, n:].max(axis=1) / (10.0 * th))
+        moved = np.maximum(d[:, :n].max(axis=1) / th, d[:, n:].max(axis=1) / vth)
         order = [first + i for i in np.argsort(-moved)[:budget] if moved[i] > 1.0]
-        by_key = {s.k: s for s in self._steps}
-        head = by_key.get(keys[0])
+        # the window's steps, aligned with its keys (steps[j].k == keys[0] + j - offset)
+        steps = self._steps
+        offset = keys[0] - steps[0].k if steps else 0
+        head = steps[offset] if steps and 0 <= offset < len(steps) and steps[offset].k == keys[0] else None
         if head is not None and head.unary and head.index >= 0 and len(order) < budget:
             d = np.abs(X[0, :2 * n] - self._lin1[rows[0], :2 * n])   # the run's first step
-            if max(d[:n].max() / th, d[n:].max() / (10.0 * th)) > 1.0:
+            if max(d[:n].max() / th, d[n:].max() / vth) > 1.0:
                 order.append(0)
         if not order:
             return
+
+        def step_of(i: int):
+            j = i + offset
+            return steps[j] if 0 <= j < len(steps) and steps[j].k == keys[i] else None
+
         factors, removes, redo = [], [], []
         for i in order:
             k = keys[i]
-            step = by_key.get(k)
+            step = step_of(i)
             if step is None or step.index < 0 or (step.unary and i != 0) or (not step.unary and i == 0):
                 continue
             x1 = X[i]
@@ -563,7 +577,7 @@ class Estimator:
             return 0.0
         n, th = self.lay.n, self.cfg.relinearize_threshold
         d = np.abs(after[:2 * n] - before[:2 * n])
-        return max(float(d[:n].max()) / th, float(d[n:].max()) / (10.0 * th))
+        return max(float(d[:n].max()) / th, float(d[n:].max()) / (self.cfg.relinearize_velocity_factor * th))
 
     def _add_late(self, p: _Sample) -> str:
         k = self._keyframe_of(p.stamp)

@@ -85,15 +85,17 @@ class Health:
     resets: int = 0
     last_recovery: str = ""
     last_reset: str = ""
-    update_ms: deque = field(default_factory=lambda: deque(maxlen=2000))
+    update_ms: deque = field(default_factory=lambda: deque(maxlen=100000))       # wall time per keyframe
+    update_cpu_ms: deque = field(default_factory=lambda: deque(maxlen=100000))   # thread CPU time per keyframe
     residual_rms: float = 0.0              # whitened residual RMS of the newest step
     closure_residual: float = 0.0          # max |Phi| at the newest estimate (m or rad)
     relinearizations: int = 0
     unknown_sensor: int = 0
 
-    def latency(self) -> tuple[float, float, float]:
-        """(mean, p99, max) update time in ms over the recent keyframes."""
-        if not self.update_ms:
+    def latency(self, cpu: bool = False) -> tuple[float, float, float]:
+        """(mean, p99, max) update time in ms over the recent keyframes (wall, or thread CPU)."""
+        times = self.update_cpu_ms if cpu else self.update_ms
+        if not times:
             return 0.0, 0.0, 0.0
-        t = np.fromiter(self.update_ms, float)
+        t = np.fromiter(times, float)
         return float(t.mean()), float(np.percentile(t, 99)), float(t.max())

@@ -13,6 +13,9 @@ import gtsam
 import numpy as np
 
 
+WILDFIRE_THRESHOLD = 0.01
+
+
 def key(k: int) -> int:
     """GTSAM key of keyframe k."""
     return gtsam.symbol("x", k)
@@ -34,6 +37,12 @@ class FixedLagSmoother:
         # QR, not Cholesky: closure rows are weighted ~1e6 next to loose priors, and Cholesky
         # would square that conditioning.
         params.setFactorization("QR")
+        # ISAM2 back-substitutes into older keyframes only while their delta changes by more
+        # than this (mixed units: rad, rad/s, N ...). 0.001 (the default) makes nearly every
+        # update walk the whole window; the newest keyframe is always exact.
+        gn = gtsam.ISAM2GaussNewtonParams()
+        gn.setWildfireThreshold(WILDFIRE_THRESHOLD)
+        params.setOptimizationParams(gn)
         self.isam = gtsam.ISAM2(params)
         self.keys: list[int] = []           # keyframe indices in the window, oldest first
         self._poison: list = []

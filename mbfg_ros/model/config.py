@@ -185,6 +185,7 @@ class EstimatorConfig:
     gauss_newton_iterations: int = 0
     relinearize_budget: int = 50
     relinearize_threshold: float = 3e-3
+    relinearize_velocity_factor: float = 100.0
     relinearize_window: bool = True
     acceleration_constraints: bool = True
     estimate_gravity: bool = False
@@ -345,6 +346,7 @@ def _estimator(root: YamlNode) -> EstimatorConfig:
         gauss_newton_iterations=iters, relinearize_budget=relin,
         relinearize_threshold=e.float("relinearize_threshold", d.relinearize_threshold, positive=True),
         relinearize_window=e.bool("relinearize_window", d.relinearize_window),
+        relinearize_velocity_factor=e.float("relinearize_velocity_factor", d.relinearize_velocity_factor, positive=True),
         acceleration_constraints=e.bool("acceleration_constraints", d.acceleration_constraints),
         estimate_gravity=e.bool("estimate_gravity", d.estimate_gravity),
         estimate_mass_link=e.str("estimate_mass_link", ""),
