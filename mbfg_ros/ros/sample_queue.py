@@ -1,0 +1,94 @@
+"""The estimator node's input queue: DDS callbacks put decoded readings, one worker drains them.
+
+DDS callbacks must never wait for the estimator, so they only decode a message into readings and
+put them here; the estimation worker takes everything queued at once, in header-stamp order.
+Every reading is accounted for per topic: queued, processed, or dropped because the queue was
+full (``max_size``; the node reports drops as an ERROR on /diagnostics, never silently).
+"""
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class QueuedReading:
+    """One reading waiting for the estimator: its topic, sensor name, header stamp (ns since the
+    Unix epoch, or the clock's time base), value, and when the node received it (ns, node clock)."""
+    topic: str
+    sensor: str
+    stamp_ns: int
+    value: np.ndarray
+    receive_ns: int
+
+
+class SampleQueue:
+    """Thread-safe FIFO of readings with per-topic counters (messages, readings, drops)."""
+
+    def __init__(self, max_size: int = 100_000) -> None:
+        if max_size < 1:
+            raise ValueError(f"max_size must be >= 1 (value: {max_size})")
+        self.max_size = int(max_size)
+        self._items: list[QueuedReading] = []
+        self._cond = threading.Condition()
+        self.messages: Counter = Counter()      # messages received per topic
+        self.queued: Counter = Counter()        # readings queued per topic
+        self.processed: Counter = Counter()     # readings handed to the estimator per topic
+        self.dropped: Counter = Counter()       # readings dropped because the queue was full
+        self.peak = 0                           # the largest queue length seen
+        self._closed = False
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._items)
+
+    def put(self, topic: str, readings: list[QueuedReading]) -> int:
+        """Queue the readings of one message of ``topic``; returns how many were dropped."""
+        with self._cond:
+            self.messages[topic] += 1
+            room = self.max_size - len(self._items)
+            take = readings[:max(room, 0)]
+            drop = len(readings) - len(take)
+            self._items.extend(take)
+            self.queued[topic] += len(take)
+            if drop:
+                self.dropped[topic] += drop
+            self.peak = max(self.peak, len(self._items))
+            if take:
+                self._cond.notify()
+            return drop
+
+    def take_all(self, timeout: float | None = None) -> list[QueuedReading]:
+        """Everything queued, sorted by stamp (stable: equal stamps keep arrival order); waits up
+        to ``timeout`` s for the first reading (an empty list when none came or after close)."""
+        with self._cond:
+            if not self._items and not self._closed:
+                self._cond.wait(timeout)
+            items, self._items = self._items, []
+        items.sort(key=lambda r: r.stamp_ns)
+        return items
+
+    def mark_processed(self, items: list[QueuedReading]) -> None:
+        with self._cond:
+            for r in items:
+                self.processed[r.topic] += 1
+
+    def close(self) -> None:
+        """Wake the worker for good (shutdown)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def figures(self) -> dict[str, int]:
+        """Totals for diagnostics: messages, queued, processed, dropped, waiting, peak."""
+        with self._cond:
+            return {"messages": sum(self.messages.values()), "queued": sum(self.queued.values()),
+                    "processed": sum(self.processed.values()), "dropped": sum(self.dropped.values()),
+                    "waiting": len(self._items), "peak": self.peak}
