@@ -1,0 +1,382 @@
+"""The ``sim_rig`` node: the simulator as a stand-in rig publishing sensors and ground truth live.
+
+Run: ``ros2 run mbfg_ros sim_rig --ros-args -p config:=/path/rig.yaml`` (pip environment:
+``.venv/bin/sim_rig --ros-args ...``). Parameters: :data:`SIM_RIG_PARAMETERS` (README "The
+sim_rig node"): the scenario (how the truth differs from the config), the sensor faults, and
+timing.
+
+It publishes the config's sensor topics at their rates and the ground truth under the config's
+``truth_namespace`` (as ``mbfg simulate`` writes them to a bag: :mod:`.live_rig`), each message
+at its own time: a sensor message at stamp + ``delay``, truth at its stamp.
+
+Time: by default the rig runs in wall time: stamps are the wall clock at the run's start plus
+rig time, and messages go out when the wall clock reaches them. With ``publish_clock`` the rig
+owns the time instead: it publishes /clock (rosgraph_msgs/Clock at ``clock_rate``, starting at
+``epoch``, default 1700000000 s), advancing ``rate_factor`` times as fast as the wall clock but
+never past the simulated data (a slow machine slows the clock, never the data); run the
+estimator with ``use_sim_time:=true``.
+
+Threads: a generator thread simulates ``lead`` seconds ahead of the published time (chunks of
+``chunk`` s); the main thread publishes (it falls behind only if the simulation cannot keep up,
+which is logged). The node exits with status 0 at the end of ``duration``.
+"""
+from __future__ import annotations
+
+import heapq
+import sys
+import threading
+import time
+
+import rclpy
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+from mbfg_ros.errors import MbfgError
+from mbfg_ros.io import messages as msgs
+from mbfg_ros.model.config import load_rig_config
+from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.ros.live_rig import LiveRig
+from mbfg_ros.ros.message_classes import message_class
+from mbfg_ros.ros.node_parameters import ParameterError, ParameterSpec, declare, unknown_overrides
+from mbfg_ros.sim.scenario import INPUT_PROFILES, Scenario
+from mbfg_ros.sim.sensors import SENSOR_KINDS, SensorOptions, channel_names
+
+NODE_NAME = "sim_rig"
+
+SIM_RIG_PARAMETERS: tuple[ParameterSpec, ...] = (
+    ParameterSpec("config", str, "", "the rig's mechanism config (YAML file); required"),
+    ParameterSpec("urdf", str, "", "URDF file replacing the config's urdf"),
+    ParameterSpec("duration", float, 3600.0, "how long the rig runs; the node exits after it", "s",
+                  0.1, 1e6),
+    ParameterSpec("publish_clock", bool, False, "run in simulated time and publish /clock (run the "
+                  "estimator with use_sim_time:=true)"),
+    ParameterSpec("rate_factor", float, 1.0, "simulated seconds per wall second (with "
+                  "publish_clock only)", "", 0.01, 100.0),
+    ParameterSpec("clock_rate", float, 100.0, "rate of /clock messages", "Hz", 1.0, 10000.0),
+    ParameterSpec("epoch", float, -1.0, "absolute time of the run's start; negative: the wall "
+                  "clock at start-up (1700000000 with publish_clock)", "s"),
+    ParameterSpec("chunk", float, 0.1, "rig time simulated per step (every rate must give a whole "
+                  "number of samples per chunk)", "s", 0.001, 10.0),
+    ParameterSpec("lead", float, 0.3, "how far the simulation runs ahead of the published time",
+                  "s", 0.0, 60.0),
+    ParameterSpec("truth_rate", float, 200.0, "rate of the ground-truth topics", "Hz", 1.0, 10000.0),
+    ParameterSpec("publish_truth", bool, True, "publish the ground truth under the config's "
+                  "truth_namespace"),
+    ParameterSpec("wait_for_subscribers", int, 0, "before time starts, wait until every sensor "
+                  "topic has this many subscribers (e.g. 1: the estimator), at most wait_timeout",
+                  "", 0, 1000),
+    ParameterSpec("wait_timeout", float, 30.0, "longest wait for subscribers", "s", 0.0, 3600.0),
+    ParameterSpec("qos_depth", int, 1000, "history depth of every publisher (reliable)", "messages",
+                  1, 100000),
+    # scenario
+    ParameterSpec("gravity_error", float, 0.0, "added to the magnitude of the truth's gravity",
+                  "m/s^2", -100.0, 100.0),
+    ParameterSpec("initial_error", "float_list", [0.0], "added to the config's initial DOF values "
+                  "for the truth's start (one value, or one per DOF)", "rad or m"),
+    ParameterSpec("initial_velocity", "float_list", [], "the truth's initial DOF velocities "
+                  "(empty: the config's)", "rad/s or m/s"),
+    ParameterSpec("input_profile", str, "none", "effort on every known and unknown input joint",
+                  choices=INPUT_PROFILES),
+    ParameterSpec("input_amplitude", float, 1.0, "step height, sine amplitude or random std",
+                  "N m or N"),
+    ParameterSpec("input_frequency", float, 0.5, "sine frequency or random knot rate", "Hz", 0.0, 1000.0),
+    ParameterSpec("input_start", float, 1.0, "the input is zero before this time", "s", 0.0, 1e6),
+    ParameterSpec("friction", bool, True, "use the config's joint friction in the truth"),
+    ParameterSpec("mass_error", "str_list", [], "LINK=FACTOR: the truth's link mass and inertia "
+                  "times FACTOR"),
+    ParameterSpec("length_error", "str_list", [], "JOINT=FACTOR: the truth's joint offset times FACTOR"),
+    # sensors
+    ParameterSpec("rates", "str_list", [], "KIND_OR_SENSOR=HZ overrides of the sensor rates "
+                  "(kinds: encoder, gyro, load_cell, command)"),
+    ParameterSpec("noise", bool, True, "add the config's Gaussian sensor noise"),
+    ParameterSpec("quantize", bool, True, "quantise encoders to the config's resolution"),
+    ParameterSpec("gyro_bias", float, 0.0, "std of a constant gyro bias per axis", "rad/s", 0.0, 100.0),
+    ParameterSpec("gyro_bias_walk", bool, False, "add a bias random walk (config bias_instability)"),
+    ParameterSpec("jitter", float, 0.0, "std of the sample-time jitter", "s", 0.0, 1.0),
+    ParameterSpec("delay", float, 0.0, "transport delay: a sample is published at stamp + delay",
+                  "s", 0.0, 10.0),
+    ParameterSpec("dropout", float, 0.0, "probability that a message is lost", "", 0.0, 0.99),
+    ParameterSpec("outliers", float, 0.0, "probability that a sample is an outlier", "", 0.0, 0.99),
+    ParameterSpec("outlier_scale", float, 10.0, "size of an outlier in noise stds", "", 0.0, 1e6),
+    ParameterSpec("seed", int, 0, "seed of every random draw", "", 0, 2**31 - 1),
+    ParameterSpec("mute_sensors", "str_list", [], "sensors that stop publishing at mute_after "
+                  "(to test a silent sensor)"),
+    ParameterSpec("mute_after", float, 0.0, "rig time at which mute_sensors go silent", "s", 0.0, 1e6),
+)
+
+
+def _pairs(name: str, items: list[str], known: list[str] | None, what: str) -> dict[str, float]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+        if not sep or number is None:
+            raise ParameterError(f"parameter '{name}': expected {what.upper()}=NUMBER (value: {item!r})")
+        if known is not None and key not in known:
+            raise ParameterError(f"parameter '{name}': unknown {what} {key!r} (value: {item!r}; "
+                                 f"known: {', '.join(known)})")
+        out[key] = number
+    return out
+
+
+def rig_from_parameters(p: dict) -> LiveRig:
+    """The LiveRig of validated sim_rig parameters (ParameterError / MbfgError when wrong)."""
+    if not p["config"]:
+        raise ParameterError("parameter 'config' is required: the rig's mechanism config (YAML), "
+                             "e.g. --ros-args -p config:=/path/to/four_bar.yaml")
+    from pathlib import Path
+    path = Path(p["config"]).expanduser()
+    if not path.is_file():
+        raise ParameterError(f"parameter 'config': no such file (value: {p['config']!r})")
+    if p["urdf"] and not Path(p["urdf"]).expanduser().is_file():
+        raise ParameterError(f"parameter 'urdf': no such file (value: {p['urdf']!r})")
+    cfg = load_rig_config(path, urdf_override=Path(p["urdf"]).expanduser().resolve() if p["urdf"] else None)
+    mech = Mechanism(cfg)
+    k = len(mech.dof)
+    off = p["initial_error"] or [0.0]
+    if len(off) not in (1, k):
+        raise ParameterError(f"parameter 'initial_error' needs 1 or {k} values (one per DOF: "
+                             f"{', '.join(mech.dof_names)}) (value: {off})")
+    vel = p["initial_velocity"]
+    if vel and len(vel) != k:
+        raise ParameterError(f"parameter 'initial_velocity' needs {k} values (one per DOF: "
+                             f"{', '.join(mech.dof_names)}) (value: {vel})")
+    scenario = Scenario(
+        duration=p["duration"], gravity_error=p["gravity_error"],
+        mass_scale=_pairs("mass_error", p["mass_error"], mech.link_names, "link"),
+        length_scale=_pairs("length_error", p["length_error"], mech.joint_names, "joint"),
+        initial_dof_offset=off[0] if len(off) == 1 else tuple(off),
+        initial_dof_velocity=tuple(vel) if vel else None,
+        input_profile=p["input_profile"], input_amplitude=p["input_amplitude"],
+        input_frequency=p["input_frequency"], input_start=p["input_start"],
+        friction=p["friction"], seed=p["seed"])
+    known = list(SENSOR_KINDS) + channel_names(mech)
+    sensors = SensorOptions(
+        rates=_pairs("rates", p["rates"], known, "kind or sensor"), noise=p["noise"],
+        quantize=p["quantize"], gyro_bias=p["gyro_bias"], gyro_bias_walk=p["gyro_bias_walk"],
+        jitter=p["jitter"], delay=p["delay"], dropout=p["dropout"], outlier_rate=p["outliers"],
+        outlier_scale=p["outlier_scale"], seed=p["seed"])
+    for name in p["mute_sensors"]:
+        if name not in channel_names(mech):
+            raise ParameterError(f"parameter 'mute_sensors': unknown sensor {name!r} (sensors of "
+                                 f"this rig: {', '.join(channel_names(mech))})")
+    if p["rate_factor"] != 1.0 and not p["publish_clock"]:
+        raise ParameterError(f"parameter 'rate_factor' needs publish_clock:=true (value: "
+                             f"{p['rate_factor']}): in wall time the rig runs in real time")
+    if p["epoch"] >= 0:
+        epoch_ns = msgs.seconds_to_ns(p["epoch"])
+    elif p["publish_clock"]:
+        epoch_ns = msgs.seconds_to_ns(msgs.DEFAULT_EPOCH)
+    else:
+        epoch_ns = time.time_ns()
+        epoch_ns -= epoch_ns % 1_000_000              # a whole millisecond
+    return LiveRig(mech, scenario, sensors, epoch_ns=epoch_ns, chunk=p["chunk"],
+                   truth_rate=p["truth_rate"], publish_truth=p["publish_truth"],
+                   mute={name: p["mute_after"] for name in p["mute_sensors"]})
+
+
+class SimRigNode(Node):
+    """Publishes a LiveRig's messages on time (see the module docstring)."""
+
+    def __init__(self, node_name: str = NODE_NAME, **kwargs) -> None:
+        super().__init__(node_name, **kwargs)
+        p = declare(self, SIM_RIG_PARAMETERS)
+        extra = unknown_overrides(self, SIM_RIG_PARAMETERS)
+        if extra:
+            raise ParameterError(f"unknown parameter(s) {', '.join(repr(e) for e in extra)} "
+                                 f"(this node has: {', '.join(s.name for s in SIM_RIG_PARAMETERS)})")
+        self.settings = p
+        self.rig = rig_from_parameters(p)
+        qos = QoSProfile(depth=p["qos_depth"], reliability=ReliabilityPolicy.RELIABLE,
+                         durability=DurabilityPolicy.VOLATILE, history=HistoryPolicy.KEEP_LAST)
+        self._pub = {topic: self.create_publisher(message_class(t), topic, qos)
+                     for topic, t in self.rig.topics.items()}
+        self._clock_pub = (self.create_publisher(message_class("rosgraph_msgs/msg/Clock"), "/clock", 10)
+                           if p["publish_clock"] else None)
+        self._heap: list[tuple[float, int, object]] = []
+        self._heap_lock = threading.Condition()
+        self._generated = 0.0           # rig time simulated so far (s)
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+        self.published = 0
+        self._seq = 0
+        self._generator = threading.Thread(target=self._generate, name="sim_rig_generator", daemon=True)
+        rig = self.rig
+        faults = ", ".join(f"{k} {v:g}" for k, v in (("jitter", p["jitter"]), ("delay", p["delay"]),
+                                                     ("dropout", p["dropout"]), ("outliers", p["outliers"]),
+                                                     ("gyro_bias", p["gyro_bias"])) if v) or "none"
+        self.get_logger().info(
+            f"{rig.truth.config.name}: {rig.duration:g} s in "
+            f"{'simulated time (/clock, x%g)' % p['rate_factor'] if p['publish_clock'] else 'wall time'}"
+            f", epoch {rig.epoch_ns * 1e-9:.3f} s; sensors: "
+            + ", ".join(f"{ch.name} on {ch.topic} ({ch.rate:g} Hz)" for ch in rig.channels)
+            + f"; truth under {rig.truth.config.truth_namespace or '/truth'} "
+            f"({'%g Hz' % rig.truth_rate if rig.publish_truth else 'off'}); faults: {faults}"
+            + (f"; muting {', '.join(rig.mute)} at {p['mute_after']:g} s" if rig.mute else ""))
+
+    # ------------------------------------------------------------------------------------------
+    def _generate(self) -> None:
+        """Simulate chunks while the published time is within ``lead`` of the simulated one."""
+        try:
+            while not self._stop.is_set() and not self.rig.finished:
+                with self._heap_lock:
+                    while (not self._stop.is_set()
+                           and self._generated > self._rig_time + self.settings["lead"]):
+                        self._heap_lock.wait(0.05)
+                if self._stop.is_set():
+                    return
+                chunk = self.rig.next_chunk()      # CDR bytes, so the publisher only sends
+                with self._heap_lock:
+                    for m in chunk:
+                        self._seq += 1
+                        heapq.heappush(self._heap, (m.time, self._seq, m))
+                    self._generated = self.rig.simulated
+                    self._heap_lock.notify_all()
+        except MbfgError as exc:
+            self._error = exc
+        except BaseException as exc:                        # noqa: BLE001 (reported by run())
+            self._error = exc
+        finally:
+            with self._heap_lock:
+                self._heap_lock.notify_all()
+
+    @property
+    def _rig_time(self) -> float:
+        return getattr(self, "_now", 0.0)
+
+    def run(self) -> int:
+        """Publish until the duration is over (0), shutdown (0), or the simulation failed (1)."""
+        p, rig = self.settings, self.rig
+        factor = p["rate_factor"] if p["publish_clock"] else 1.0
+        self._now = 0.0
+        self._generator.start()
+        with self._heap_lock:                               # the first chunk before time starts
+            while self._generated <= 0.0 and self._error is None and not rig.finished:
+                self._heap_lock.wait(0.1)
+        self._wait_for_subscribers()
+        start = time.monotonic()
+        paused = 0.0                  # wall time the sim clock waited for the simulation
+        clock_period = 1.0 / p["clock_rate"]
+        next_clock = 0.0
+        behind_logged = 0.0
+        clock_cls = message_class("rosgraph_msgs/msg/Clock")
+        while rclpy.ok() and not self._stop.is_set():
+            if self._error is not None:
+                self.get_logger().error(f"the simulation failed: {self._error}")
+                return 1
+            wall = time.monotonic() - start - paused
+            target = wall * factor
+            with self._heap_lock:
+                ahead = self._generated
+                done = rig.finished and not self._heap and self._generated >= rig.duration - 1e-9
+            if done:
+                self.get_logger().info(f"the scenario ended at {rig.duration:g} s; "
+                                       f"{self.published} messages published")
+                return 0
+            if target > ahead:
+                if self._clock_pub is not None and not rig.finished:
+                    # sim time waits for the data instead of running ahead of it
+                    paused += (target - ahead) / factor
+                    target = ahead
+                elif target - ahead > 0.05 and time.monotonic() - behind_logged > 5.0:
+                    behind_logged = time.monotonic()
+                    self.get_logger().warning(f"the simulation is {1e3 * (target - ahead):.0f} ms behind "
+                                           "real time: messages go out late")
+            self._now = min(target, rig.duration)
+            with self._heap_lock:
+                due = []
+                while self._heap and self._heap[0][0] <= self._now:
+                    due.append(heapq.heappop(self._heap)[2])
+                self._heap_lock.notify_all()
+            if self._clock_pub is not None and self._now >= next_clock:
+                c = clock_cls()
+                ns = rig.epoch_ns + msgs.seconds_to_ns(self._now)
+                c.clock.sec, c.clock.nanosec = divmod(ns, 1_000_000_000)
+                self._clock_pub.publish(c)
+                next_clock = self._now + clock_period * factor
+            for m in due:
+                self._pub[m.topic].publish(m.cdr)
+            self.published += len(due)
+            with self._heap_lock:
+                nxt = self._heap[0][0] if self._heap else self._now + 0.01
+            if self._clock_pub is not None:
+                nxt = min(nxt, next_clock)
+            sleep = (nxt - self._now) / factor
+            if sleep > 0:
+                time.sleep(min(sleep, 0.01))
+        return 0
+
+    def _wait_for_subscribers(self) -> None:
+        want, limit = self.settings["wait_for_subscribers"], self.settings["wait_timeout"]
+        if not want:
+            return
+        topics = sorted({ch.topic for ch in self.rig.channels})
+        end = time.monotonic() + limit
+        while rclpy.ok() and not self._stop.is_set():
+            missing = [t for t in topics if self.count_subscribers(t) < want]
+            if not missing:
+                self.get_logger().info(f"{want} subscriber(s) on every sensor topic: starting")
+                return
+            if time.monotonic() >= end:
+                self.get_logger().warning(f"no subscriber on {', '.join(missing)} after {limit:g} s: "
+                                          "starting anyway")
+                return
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        with self._heap_lock:
+            self._heap_lock.notify_all()
+        if self._generator.is_alive():
+            self._generator.join(timeout=5.0)
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script ``sim_rig``: 0 at the end of the run or on Ctrl-C, 2 on bad parameters,
+    1 if the simulation failed."""
+    sys.setswitchinterval(0.0005)      # the publishing thread gets the GIL back quickly
+    rclpy.init(args=args if args is not None else sys.argv)
+    node = None
+    executor = None
+    spinner = None
+    try:
+        try:
+            node = SimRigNode()
+        except (MbfgError, LookupError) as exc:
+            rclpy.logging.get_logger(NODE_NAME).error(f"cannot start: {exc}")
+            return 2
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        spinner = threading.Thread(target=_spin, args=(executor,), daemon=True)
+        spinner.start()                # parameter services etc.
+        try:
+            return node.run()
+        except (KeyboardInterrupt, ExternalShutdownException):
+            return 0
+    finally:
+        if node is not None:
+            node.stop()
+        if executor is not None:
+            executor.shutdown(timeout_sec=1.0)
+        if spinner is not None:
+            spinner.join(timeout=2.0)
+        if node is not None:
+            node.destroy_node()
+        rclpy.try_shutdown()
+
+
+def _spin(executor) -> None:
+    try:
+        executor.spin()
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    except Exception:                  # noqa: BLE001 (the executor was shut down under it)
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
