@@ -1,0 +1,14 @@
+"""The estimator node for a rig.
+
+    ros2 launch mbfg_ros estimator.launch.py config:=/path/rig.yaml \
+        [urdf:=/path/rig.urdf | robot_description:="$(xacro rig.urdf.xacro)"] \
+        [use_sim_time:=true] [namespace:=rig1] [log_level:=debug]
+
+Node names, parameters and remappings come from mbfg_ros.ros.launch_description, the same
+description `mbfg run estimator` starts where ros2 launch is not installed.
+"""
+from mbfg_ros.ros.launch_description import launch_file_description
+
+
+def generate_launch_description():
+    return launch_file_description("estimator")

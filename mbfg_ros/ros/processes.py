@@ -1,0 +1,178 @@
+"""Start the nodes of a launch description as processes (``mbfg run``, ``mbfg demo``, HIL tests).
+
+The pip environment has no ``ros2 launch``; this runs the same :class:`Description` with plain
+subprocesses: each node as ``python -m <module> --ros-args ...`` with its parameters in a
+params file, each process's output in ``<log_dir>/<name>.log`` (and optionally echoed with a
+``[name]`` prefix). :meth:`NodeProcesses.stop` sends SIGINT (a clean rclpy shutdown), then
+SIGTERM, then SIGKILL, so children never outlive their runner. ``ros_environment`` gives a
+private DDS domain (random ``ROS_DOMAIN_ID``, localhost only, its own ROS_LOG_DIR).
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import yaml
+
+from mbfg_ros.ros.launch_description import Description, NodeSpec, ProcessSpec
+
+
+def ros_environment(log_dir: str | Path, domain_id: int | None = None,
+                    base: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment of child processes on their own DDS domain: ``ROS_DOMAIN_ID`` (random in
+    1..101 unless given: DDS ports of higher domains reach Linux's ephemeral port range),
+    ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, ``ROS_LOG_DIR`` under ``log_dir``,
+    unbuffered Python output, no colour codes in the logs."""
+    env = dict(os.environ if base is None else base)
+    env["ROS_DOMAIN_ID"] = str(domain_id if domain_id is not None else random.randint(1, 101))
+    env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    env["ROS_LOG_DIR"] = str(Path(log_dir) / "ros")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONFAULTHANDLER"] = "1"          # a crash leaves its Python traceback in the log
+    env["RCUTILS_COLORIZED_OUTPUT"] = "0"
+    return env
+
+
+def tool_available(cmd: tuple[str, ...] | list[str]) -> bool:
+    return shutil.which(cmd[0]) is not None or Path(cmd[0]).is_file()
+
+
+class NodeProcesses:
+    """The running processes of a description (a context manager that always stops them)."""
+
+    def __init__(self, description: Description, log_dir: str | Path, env: dict[str, str] | None = None,
+                 echo: bool = False, python: str | None = None) -> None:
+        self.description = description
+        self.log_dir = Path(log_dir)
+        self.env = env if env is not None else ros_environment(self.log_dir)
+        self.echo = echo
+        self.python = python or sys.executable
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.required: set[str] = set()
+        self.logs: dict[str, Path] = {}
+        self._threads: list[threading.Thread] = []
+
+    # ------------------------------------------------------------------------------------------
+    def commands(self) -> dict[str, list[str]]:
+        """{process name: command line} (writes the nodes' params files)."""
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        out = {}
+        for node in self.description.nodes:
+            out[self._key(node.name, node.namespace)] = node.command(str(self._params_file(node)), self.python)
+        for p in self.description.processes:
+            cmd = list(p.cmd)
+            if not tool_available(cmd) and p.pip_cmd is not None:
+                cmd = list(p.pip_cmd)
+            out[p.name] = cmd
+        return out
+
+    def _key(self, name: str, namespace: str) -> str:
+        return f"{namespace.strip('/').replace('/', '_')}_{name}" if namespace else name
+
+    def _params_file(self, node: NodeSpec) -> Path:
+        path = self.log_dir / f"{self._key(node.name, node.namespace)}.params.yaml"
+        data = {"/**": {"ros__parameters": dict(node.parameters)}}
+        path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        return path
+
+    def start(self) -> "NodeProcesses":
+        for name, cmd in self.commands().items():
+            if not tool_available(cmd):
+                raise FileNotFoundError(f"cannot start {name}: {cmd[0]} is not installed")
+            log = self.log_dir / f"{name}.log"
+            self.logs[name] = log
+            fh = open(log, "wb")
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE if self.echo else fh,
+                                    stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+            self.procs[name] = proc
+            if self.echo:
+                t = threading.Thread(target=_tee, args=(proc, fh, name), daemon=True)
+                t.start()
+                self._threads.append(t)
+            else:
+                fh.close()
+        names = [self._key(n.name, n.namespace) for n in self.description.nodes if n.required]
+        names += [p.name for p in self.description.processes if p.required]
+        self.required = set(names)
+        return self
+
+    def __enter__(self) -> "NodeProcesses":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------------------------------
+    def poll(self) -> dict[str, int | None]:
+        """{name: exit status, or None while running}."""
+        return {name: p.poll() for name, p in self.procs.items()}
+
+    def exited(self) -> dict[str, int]:
+        return {name: rc for name, rc in self.poll().items() if rc is not None}
+
+    def wait(self, timeout: float | None = None, any_required: bool = True) -> dict[str, int]:
+        """Wait until a required process (or every process) exits, or ``timeout`` s."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            done = self.exited()
+            if (any_required and self.required & set(done)) or len(done) == len(self.procs):
+                return done
+            if end is not None and time.monotonic() >= end:
+                return done
+            time.sleep(0.05)
+
+    def signal_all(self, sig: int) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, sig)
+                except ProcessLookupError:
+                    pass
+
+    def stop(self, timeout: float = 5.0) -> dict[str, int]:
+        """SIGINT, then SIGTERM, then SIGKILL (each after ``timeout`` s); the exit statuses."""
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            if all(p.poll() is not None for p in self.procs.values()):
+                break
+            self.signal_all(sig)
+            end = time.monotonic() + (timeout if sig != signal.SIGKILL else 2.0)
+            while time.monotonic() < end and any(p.poll() is None for p in self.procs.values()):
+                time.sleep(0.05)
+        for t in self._threads:
+            t.join(timeout=1.0)
+        return {name: p.poll() for name, p in self.procs.items()}
+
+    def log_text(self, name: str) -> str:
+        path = self.logs.get(name)
+        if path is None or not path.exists():
+            return ""
+        return path.read_text(encoding="utf-8", errors="replace")
+
+
+def _tee(proc: subprocess.Popen, fh, name: str) -> None:
+    """Copy a child's output to its log file and to stdout with a ``[name]`` prefix."""
+    with fh:
+        for line in iter(proc.stdout.readline, b""):
+            fh.write(line)
+            fh.flush()
+            sys.stdout.write(f"[{name}] {line.decode(errors='replace')}")
+            sys.stdout.flush()
+
+
+def describe_processes(procs: NodeProcesses) -> str:
+    """Lines naming every process, its command and its log file."""
+    lines = []
+    for name, cmd in procs.commands().items():
+        lines.append(f"  {name}: {' '.join(cmd)}")
+        lines.append(f"    log: {procs.log_dir / (name + '.log')}")
+    return "\n".join(lines)
+
+
+__all__ = ["NodeProcesses", "ros_environment", "describe_processes", "ProcessSpec"]
