@@ -22,7 +22,7 @@ test-fast: setup
 	@$(PY) -m pytest -m "not slow"; rc=$$?; if [ $$rc -eq 5 ]; then echo "make test-fast: no tests were collected" >&2; exit 1; fi; exit $$rc
 
 demo: setup
-	@$(MBFG) check config/four_bar.yaml
+	@$(MBFG) demo
 
 check-examples: setup
 	@for f in config/*.yaml; do $(MBFG) check $$f || exit 1; done

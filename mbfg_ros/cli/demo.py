@@ -1,0 +1,303 @@
+"""``mbfg demo``: the four-bar rig and the estimator live over DDS, with figures and plots.
+
+It starts the ``sim_rig`` and ``estimator`` nodes of the sim_rig launch description as two
+processes on a private ROS domain (so it never disturbs another ROS graph), watches them from
+this process (:class:`~mbfg_ros.ros.output_monitor.OutputMonitor`), prints a live table every
+second, then a summary, and writes plots (DOF angle, DOF velocity and one estimated closure
+force against the truth) and ``summary.json`` into ``--out`` (default ``out/demo``).
+
+The rig starts ``--initial-error`` rad away from the config's initial pose, so the estimator
+(which starts at the config's pose) has to converge first; errors are reported over the
+estimates stamped at least ``--settle`` s after the first one.
+
+Live columns: per-sensor rates (messages per second the estimator received, from
+/diagnostics), the estimator's input queue, its solver update time (mean / p99 over the recent
+keyframes), the end-to-end latency (sensor header stamp to the estimate's arrival here, wall
+clock, over the last second) and the RMSE so far against the truth.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mbfg_ros.errors import CliError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", default="", help="mechanism config (default: config/four_bar.yaml)")
+    p.add_argument("--duration", type=float, default=20.0, help="rig time to run (s)")
+    p.add_argument("--initial-error", type=float, default=0.15,
+                   help="rad (or m) the rig starts away from the config's initial DOF values")
+    p.add_argument("--settle", type=float, default=2.0,
+                   help="s after the first estimate excluded from the final errors (convergence)")
+    p.add_argument("--out", default="out/demo", help="folder of the plots and summary.json")
+    p.add_argument("--force", default="", help="closure whose force is plotted (default: the first)")
+    p.add_argument("--no-plots", action="store_true", help="skip the plots")
+
+
+def _deg(x: float) -> float:
+    return math.degrees(x)
+
+
+def _fmt(x: float, spec: str = ".2f", width: int = 7) -> str:
+    return f"{'-':>{width}}" if x is None or not np.isfinite(x) else f"{x:{width}{spec}}"
+
+
+class _Rates:
+    """Received-message rates per sensor from consecutive /diagnostics counts."""
+
+    def __init__(self) -> None:
+        self.last: dict[str, tuple[float, int]] = {}
+        self.rate: dict[str, float] = {}
+
+    def update(self, statuses) -> None:
+        for name, st in statuses.items():
+            try:
+                received = int(st.values.get("received", "0"))
+            except ValueError:
+                continue
+            prev = self.last.get(name)
+            if prev is not None and st.received > prev[0]:
+                self.rate[name] = (received - prev[1]) / (st.received - prev[0])
+            if prev is None or st.received > prev[0]:
+                self.last[name] = (st.received, received)
+
+
+def run(args: argparse.Namespace) -> int:
+    from mbfg_ros.model.mechanism import load_mechanism
+    from mbfg_ros.ros.launch_description import default_config, sim_rig_description
+    from mbfg_ros.ros.output_monitor import MonitorThread
+    from mbfg_ros.ros.processes import NodeProcesses, ros_environment
+
+    if not args.duration > 0:
+        raise CliError(f"--duration must be positive (value: {args.duration})")
+    config = args.config or default_config()
+    if not Path(config).is_file():
+        raise CliError(f"--config: no such file (value: {config!r})")
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"--out: cannot create {out} ({exc.strerror})") from None
+    mech = load_mechanism(config)
+    if not mech.dof_names:
+        raise CliError(f"{config}: the mechanism has no degree of freedom to show")
+    force = args.force or (mech.closure_names[0] if mech.closure_names else "")
+    if force and force not in mech.closure_names:
+        raise CliError(f"--force: unknown closure {force!r} (closures: {', '.join(mech.closure_names)})")
+    dof = mech.dof_names[0]
+    j = mech.index[dof]
+    angular = next((x.type for x in mech.urdf.tree if x.name == dof), "") in ("revolute", "continuous")
+    unit, scale = ("deg", math.degrees(1.0)) if angular else ("mm", 1e3)
+
+    log_dir = out / "logs"
+    env = ros_environment(log_dir)
+    description = sim_rig_description(config, duration=args.duration,
+                                       rig_parameters={"initial_error": [args.initial_error]})
+    procs = NodeProcesses(description, log_dir, env)
+    sensors = [s.name for s in mech.config.sensors.all()]
+    print(f"mbfg demo: {mech.config.name} ({mech.n} joints, DOF {', '.join(mech.dof_names)}), "
+          f"{args.duration:g} s live over DDS (ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}, localhost)")
+    print(f"  rig:       sim_rig node, starts {args.initial_error:g} {'rad' if angular else 'm'} away "
+          "from the config's pose; sensors " + ", ".join(
+              f"{s.name} {s.rate:g} Hz" for s in mech.config.sensors.all()))
+    print(f"  estimator: estimator node (mbfg_estimator), keyframes "
+          f"{mech.config.estimator.keyframe_rate:g} Hz, lag {mech.config.estimator.lag:g} s")
+    print(f"  logs:      {log_dir}/")
+    print("  starting the nodes (about 5 s) ...", flush=True)
+
+    monitor_thread = MonitorThread(mech, int(env["ROS_DOMAIN_ID"]))
+    m = monitor_thread.monitor
+    rates = _Rates()
+    start = time.monotonic()
+    header = ("  time  " + " ".join(f"{s[:14]:>14}" for s in sensors) + "  queue  update ms   e2e ms"
+              f"    {dof[:10]} {unit}   vel {unit}/s" + (f"  {force[:12]} N" if force else ""))
+    sub = ("   [s]  " + " ".join(f"{'[msg/s]':>14}" for _ in sensors) + "         mean/p99  mean/p99"
+           "        RMSE        RMSE" + ("         RMSE" if force else ""))
+    printed_header = False
+    try:
+        procs.start()
+        rig_done = None
+        while True:
+            time.sleep(1.0)
+            exited = procs.exited()
+            bad = {n: c for n, c in exited.items() if c != 0 or n != "sim_rig"}
+            if bad:
+                raise CliError(f"{', '.join(bad)} stopped (exit {', '.join(map(str, bad.values()))}); "
+                               f"see {log_dir}/\n" + _tail(procs))
+            if not m.estimates:
+                if time.monotonic() - start > 120:
+                    raise CliError(f"no estimate after 120 s; see {log_dir}/\n" + _tail(procs))
+                continue
+            if not printed_header:
+                print(header)
+                print(sub)
+                printed_header = True
+            rates.update(m.sensor_status())
+            print(_row(m, sensors, rates, j, scale, force, args.settle), flush=True)
+            if "sim_rig" in exited:
+                rig_done = rig_done or time.monotonic()
+                caught_up = (m.truth and m.estimates and m.estimates[-1][0] >= m.truth[-1][0] - 0.1e9)
+                if caught_up or time.monotonic() - rig_done > 60:
+                    break
+    except KeyboardInterrupt:
+        print("\ninterrupted: stopping the nodes", file=sys.stderr)
+    finally:
+        codes = procs.stop()
+        time.sleep(0.2)
+        monitor_thread.close()
+    summary = _summary(m, mech, j, scale, unit, force, args, codes, log_dir)
+    _print_summary(summary, dof, unit, force)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if not args.no_plots and m.estimates:
+        paths = _plots(m, mech, j, scale, unit, dof, force, out)
+        print("Plots: " + ", ".join(str(p) for p in paths))
+    print(f"Results in {out}/ (summary.json, plots, logs/)")
+    return 0
+
+
+def _tail(procs, lines: int = 8) -> str:
+    out = []
+    for name in procs.logs:
+        text = procs.log_text(name).splitlines()[-lines:]
+        out += [f"  [{name}] {ln}" for ln in text]
+    return "\n".join(out)
+
+
+def _row(m, sensors, rates, j, scale, force, settle) -> str:
+    q = m.node_status("input queue")
+    s = m.node_status("solver")
+    waiting = int(q.values.get("waiting", 0)) + int(q.values.get("reordering", 0)) if q else 0
+    upd_mean = float(s.values.get("update_mean_ms", "nan")) if s else float("nan")
+    upd_p99 = float(s.values.get("update_p99_ms", "nan")) if s else float("nan")
+    a = m.arrays()
+    lat = (a["est_wall_ns"] - a["est_stamp_ns"]) * 1e-6
+    recent = lat[a["est_wall_ns"] >= a["est_wall_ns"][-1] - 1_000_000_000] if lat.size else lat
+    e2e_mean = float(np.mean(recent)) if recent.size else float("nan")
+    e2e_p99 = float(np.percentile(recent, 99)) if recent.size else float("nan")
+    err = m.tracking(after=settle)
+    name = m.mech.joint_names[j]
+    q_rmse = err.get(name, {}).get("q_rmse", float("nan")) * scale
+    v_rmse = err.get(name, {}).get("v_rmse", float("nan")) * scale
+    t = a["est_t"][-1] if a["est_t"].size else 0.0
+    cols = [f"{t:6.1f}  "] + [f"{rates.rate.get(sn, float('nan')):14.0f}" for sn in sensors]
+    row = " ".join(cols) + f"  {waiting:5d}  {_fmt(upd_mean, '.1f', 4)}/{_fmt(upd_p99, '.0f', 4)}" \
+        f"  {_fmt(e2e_mean, '.0f', 4)}/{_fmt(e2e_p99, '.0f', 3)}    {_fmt(q_rmse, '.3f', 8)}    {_fmt(v_rmse, '.3f', 8)}"
+    if force:
+        f_rmse, _ = m.force_rmse(force, settle)
+        row += f"    {_fmt(f_rmse, '.2f', 9)}"
+    return row
+
+
+def _summary(m, mech, j, scale, unit, force, args, codes, log_dir) -> dict:
+    err = m.tracking(after=args.settle)
+    lat = m.latency_ms(after=args.settle)
+    s = m.node_status("solver")
+    q = m.node_status("input queue")
+    out = {
+        "config": str(args.config or "config/four_bar.yaml"), "duration": args.duration,
+        "initial_error": args.initial_error, "settle": args.settle,
+        "estimates": len(m.estimates), "truth_samples": len(m.truth),
+        "rmse": {name: {"position": e["q_rmse"], "velocity": e["v_rmse"], "max_position": e["q_max"],
+                        "samples": e["samples"]} for name, e in err.items()},
+        "end_to_end_latency_ms": ({"mean": float(np.mean(lat)), "p50": float(np.percentile(lat, 50)),
+                                   "p99": float(np.percentile(lat, 99)), "max": float(np.max(lat)),
+                                   "samples": int(lat.size)} if lat.size else None),
+        "solver": dict(s.values) if s else None, "input_queue": dict(q.values) if q else None,
+        "sensors": {k: dict(v.values) for k, v in m.sensor_status().items()},
+        "exit_codes": codes, "logs": str(log_dir),
+    }
+    if force:
+        f_rmse, f_rms = m.force_rmse(force, args.settle)
+        out["force"] = {"closure": force, "rmse_N": f_rmse, "rms_truth_N": f_rms}
+    return out
+
+
+def _print_summary(s: dict, dof: str, unit: str, force: str) -> None:
+    print()
+    print(f"Summary ({s['estimates']} estimates; errors after the first {s['settle']:g} s):")
+    for name, e in s["rmse"].items():
+        print(f"  {name:>16}: position RMSE {e['position']:.4g} rad, velocity RMSE "
+              f"{e['velocity']:.4g} rad/s ({e['samples']} estimates)")
+    if force and "force" in s:
+        f = s["force"]
+        print(f"  {force:>16}: force RMSE {f['rmse_N']:.3g} N (true force RMS {f['rms_truth_N']:.3g} N)")
+    lat = s["end_to_end_latency_ms"]
+    if lat:
+        print(f"  end-to-end latency (sensor stamp -> estimate received over DDS): mean "
+              f"{lat['mean']:.1f} ms, p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, max {lat['max']:.1f} ms")
+    if s["solver"]:
+        sv = s["solver"]
+        print(f"  solver: {sv.get('keyframes')} keyframes, update mean {float(sv.get('update_mean_ms', 0)):.2f} ms, "
+              f"p99 {float(sv.get('update_p99_ms', 0)):.2f} ms; recoveries {sv.get('recoveries')}, "
+              f"resets {sv.get('resets')}")
+    q = s["input_queue"]
+    if q:
+        print(f"  input: {q.get('messages')} messages, {q.get('processed')} readings processed, "
+              f"{q.get('dropped')} dropped, {q.get('lost_in_dds', 0)} lost in DDS")
+
+
+def _plots(m, mech, j, scale, unit, dof, force, out: Path) -> list[Path]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    a = m.arrays()
+    paths = []
+    angular = unit == "deg"
+    tq = a["truth_q"][:, j] * scale
+    eq = a["est_q"][:, j] * scale
+    if angular and a["truth_t"].size and a["est_t"].size:
+        # show the estimate on the truth's turn (the encoder factor is wrap-safe)
+        ref = np.interp(a["est_t"], a["truth_t"], tq)
+        eq = eq - 360.0 * np.round((eq - ref) / 360.0)
+    for key, title, truth, est, ylabel in (
+            ("dof_angle", f"{dof}: position", tq, eq, f"{dof} [{unit}]"),
+            ("dof_velocity", f"{dof}: velocity", a["truth_v"][:, j] * scale, a["est_v"][:, j] * scale,
+             f"{dof} velocity [{unit}/s]")):
+        fig, (ax, ax2) = plt.subplots(2, 1, figsize=(9, 5.5), sharex=True,
+                                      gridspec_kw={"height_ratios": [3, 1]})
+        ax.plot(a["truth_t"], truth, "k-", lw=2.5, alpha=0.35, label="truth (/truth)")
+        ax.plot(a["est_t"], est, "C0-", lw=1.0, label="estimate (/mbfg_estimator)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"mbfg demo, {mech.config.name} - {title}")
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper right")
+        if a["truth_t"].size > 1 and a["est_t"].size:
+            inside = (a["est_t"] >= a["truth_t"][0]) & (a["est_t"] <= a["truth_t"][-1])
+            err = est[inside] - np.interp(a["est_t"][inside], a["truth_t"], truth)
+            ax2.plot(a["est_t"][inside], err, "C3-", lw=0.8)
+        ax2.axhline(0.0, color="k", lw=0.5)
+        ax2.set_ylabel(f"error [{unit}{'' if key == 'dof_angle' else '/s'}]")
+        ax2.set_xlabel("time since the first estimate [s]")
+        ax2.grid(True, alpha=0.3)
+        fig.tight_layout()
+        path = out / f"{key}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    if force:
+        et, ef, tt, tf = m.force_series(force)
+        fig, ax = plt.subplots(figsize=(9, 4))
+        for i, c in enumerate("xyz"):
+            peak = float(np.max(np.abs(tf[:, i]))) if tf.size else 0.0
+            if peak > 1e-6:
+                ax.plot(tt, tf[:, i], "-", color=f"C{i}", lw=2.0, alpha=0.4, label=f"truth F{c}")
+                ax.plot(et, ef[:, i], "--", color=f"C{i}", lw=1.0, label=f"estimate F{c}")
+        frame = next((c.frame_b for c in mech.closure_configs if c.name == force), "")
+        ax.set_xlabel("time since the first estimate [s]")
+        ax.set_ylabel(f"force on {frame}, in {frame} [N]")
+        ax.set_title(f"mbfg demo, {mech.config.name} - closure {force}: reaction force")
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="upper right", ncol=2)
+        fig.tight_layout()
+        path = out / f"force_{force}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
