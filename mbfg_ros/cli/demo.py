@@ -112,7 +112,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"  logs:      {log_dir}/")
     print("  starting the nodes (about 5 s) ...", flush=True)
 
-    monitor_thread = MonitorThread(mech, int(env["ROS_DOMAIN_ID"]))
+    # what the table and the plots need (no TF, accelerations, covariance: the estimator does
+    # not build outputs nobody subscribes to)
+    watched = ("joint_states", "/diagnostics") + tuple(f"forces/{force}" for force in [force] if force)
+    monitor_thread = MonitorThread(mech, int(env["ROS_DOMAIN_ID"]), outputs=watched)
     m = monitor_thread.monitor
     rates = _Rates()
     start = time.monotonic()

@@ -18,7 +18,9 @@ Outputs (``~`` = the node's name, ``/mbfg_estimator`` by default;
 effort), ``~/joint_accelerations``, ``~/forces/<closure or load cell>`` (WrenchStamped),
 ``~/dof_std`` and ``~/dof_covariance`` (``publish_covariance``), /tf and /tf_static,
 /diagnostics, and ``~/robot_description`` (the URDF in use, std_msgs/String, latched: rviz2's
-RobotModel shows it moved by the estimated TF). Service ``~/reset`` (std_srvs/Trigger).
+RobotModel shows it moved by the estimated TF). Service ``~/reset`` (std_srvs/Trigger). An
+output nobody subscribes to is not computed (subscribers are counted once a second);
+``~/joint_states`` always goes out.
 
 Threads: DDS callbacks only decode and queue (:class:`~mbfg_ros.ros.sample_queue.SampleQueue`);
 one worker takes everything queued, feeds it to the Estimator in stamp order and publishes the
@@ -189,6 +191,8 @@ class EstimatorNode(Node):
         self._problems_logged: set[tuple[str, str]] = set()
         self._diag_due = threading.Event()
         self.held = 0                             # readings waiting for other topics (worker)
+        self._wanted_at = -math.inf               # when the outputs' subscribers were counted
+        self._wanted_topics: set[str] = set()
         self.lost: dict[str, int] = {}            # messages DDS reported lost, per topic
 
         # outputs
@@ -456,15 +460,32 @@ class EstimatorNode(Node):
         self.get_logger().warning(f"{reason} (stamp {r.stamp_ns * 1e-9:.3f} s on {r.topic}; a bag "
                                   "loop or a clock reset?): estimator reset")
 
+    def _wanted(self) -> set[str]:
+        """Output topics with a subscriber (checked once a second): the others are not built,
+        so an unwatched output costs nothing. ~/joint_states always goes out."""
+        now = time.monotonic()
+        if now - self._wanted_at >= 1.0:
+            self._wanted_at = now
+            wanted = {t for t, pub in self._pub.items() if pub.get_subscription_count() > 0}
+            wanted.add(self.names.topic("joint_states"))
+            if self.tf is not None and self.count_subscribers("/tf") > 0:
+                wanted.add("/tf")
+            self._wanted_topics = wanted
+        return self._wanted_topics
+
     def _messages(self, estimates) -> list[tuple[str, bytes, int]]:
         out = []
+        if not estimates:
+            return out
+        wanted = self._wanted()
+        want_forces = self.settings["publish_forces"] and any("/forces/" in t for t in wanted)
         for e in estimates:
             stamp_ns = self.epoch_ns + int(round(e.stamp * 1e9))
-            forces = self.estimator.forces(e) if self.settings["publish_forces"] else None
+            forces = self.estimator.forces(e) if want_forces else None
             for topic, _, msg in outputs.estimate_messages(self.mech, e, forces, stamp_ns, self.names):
-                if topic in self._pub:
+                if topic in wanted and topic in self._pub:
                     out.append((topic, bytes(msgs.serialize(msg)), stamp_ns))
-            if self.tf is not None:
+            if "/tf" in wanted:
                 tf = outputs.tf_message(self.mech, self._tf_data, e.q, stamp_ns, self.names)
                 out.append(("/tf", bytes(msgs.serialize(tf)), stamp_ns))
         return out

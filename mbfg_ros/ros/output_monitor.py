@@ -84,12 +84,16 @@ class OutputMonitor(Node):
     """Records the estimator's outputs, the truth and /diagnostics (see the module docstring)."""
 
     def __init__(self, mech: Mechanism, names: OutputNames | None = None, *, context=None,
-                 node_name: str = "mbfg_monitor", covariance: bool = True) -> None:
+                 node_name: str = "mbfg_monitor", covariance: bool = True,
+                 outputs: tuple[str, ...] | None = None) -> None:
+        """``outputs``: record only these of the estimator's topics (relative names such as
+        "joint_states", "forces/<name>", "/tf", "/diagnostics"; default: all of them). The
+        estimator skips outputs nobody subscribes to, so a lean monitor costs it less."""
         super().__init__(node_name, context=context, enable_rosout=False)
         self.mech = mech
         self.names = names or OutputNames()
         self.truth_ns = (mech.config.truth_namespace or "/truth").rstrip("/")
-        self.topics: dict[str, TopicRecord] = {}
+        self.topics: dict[str, TopicRecord] = {}     # every recorded topic (KeyError: not recorded)
         self.estimates: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
         self.truth: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
         self.forces: dict[tuple[str, str], list[tuple[int, np.ndarray, np.ndarray]]] = defaultdict(list)
@@ -97,6 +101,9 @@ class OutputMonitor(Node):
         self.status_history: dict[str, list[tuple[float, int, str]]] = defaultdict(list)
         self.lock = threading.RLock()
         wanted = dict(output_topics(mech, self.names, covariance))
+        if outputs is not None:
+            keep = {t if t.startswith("/") else self.names.topic(t) for t in outputs}
+            wanted = {t: k for t, k in wanted.items() if t in keep}
         # the truth it compares with (not the accelerations: fewer callbacks in this process)
         wanted.update({t: k for t, k in truth_topics(mech).items() if not t.endswith("/joint_accelerations")})
         self._est_js = self.names.topic("joint_states")
@@ -254,11 +261,12 @@ class MonitorThread:
     """An OutputMonitor spinning in a background thread on its own rclpy context."""
 
     def __init__(self, mech: Mechanism, domain_id: int, names: OutputNames | None = None,
-                 node_name: str = "mbfg_monitor") -> None:
+                 node_name: str = "mbfg_monitor", outputs: tuple[str, ...] | None = None) -> None:
         os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         self.context = rclpy.Context()
         rclpy.init(args=[], context=self.context, domain_id=int(domain_id))
-        self.monitor = OutputMonitor(mech, names, context=self.context, node_name=node_name)
+        self.monitor = OutputMonitor(mech, names, context=self.context, node_name=node_name,
+                                     outputs=outputs)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.monitor)
         self._thread = threading.Thread(target=self._spin, name="mbfg_monitor", daemon=True)
