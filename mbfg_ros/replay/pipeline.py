@@ -66,7 +66,8 @@ def _read_worker(out: mp.Queue, bag: str, config: str, remap: dict, truth: bool)
                 inp.time_truth += perf() - t0
         if batch:
             out.put(_pack(("batch", batch, inp.problems())))
-        out.put(_pack(("end", inp.state(), collector.state() if collector is not None else None)))
+        out.put(_pack(("end", inp.state(), collector.state() if collector is not None else None,
+                       time.process_time())))
     except KeyboardInterrupt:
         pass
     except BaseException as exc:          # noqa: BLE001 - reported to the main process
@@ -85,6 +86,7 @@ class ReaderProcess:
         self.proc = None
         self.wait = 0.0            # s the main process waited for batches
         self.problems: dict = {}   # the reader's problem counts so far (as BagInput.problems)
+        self.cpu = 0.0             # s of CPU the reader process used
 
     def records(self) -> Iterator[tuple[str, str, int, object]]:
         ctx = _context()
@@ -114,6 +116,7 @@ class ReaderProcess:
                     self.inp.restore(item[1])
                     if self.collector is not None:
                         self.collector.restore(item[2])
+                    self.cpu = item[3]
                     return
                 else:
                     raise MbfgError(item[1])
@@ -162,11 +165,11 @@ def _write_worker(inbox: mp.Queue, results: mp.Queue, path: str, config: str, na
                     else:
                         out.write_diagnostics(store.deserialize_cdr(rec[1], DIAGNOSTIC_ARRAY), rec[2])
                 busy += time.perf_counter() - t0
-        results.put(("done", out.summary(), busy))
+        results.put(("done", out.summary(), (busy, time.process_time())))
     except (_Abort, KeyboardInterrupt):
-        results.put(("aborted", None, 0.0))
+        results.put(("aborted", None, (0.0, 0.0)))
     except BaseException as exc:          # noqa: BLE001 - reported to the main process
-        results.put(("error", _describe(exc), 0.0))
+        results.put(("error", _describe(exc), (0.0, 0.0)))
 
 
 class WriterProcess:
@@ -183,6 +186,7 @@ class WriterProcess:
         self._summary: dict | None = None
         self.busy = 0.0            # s the writer process spent writing
         self.wait = 0.0            # s the main process waited for it to finish at the end
+        self.cpu = 0.0             # s of CPU the writer process used
 
     def __enter__(self) -> "WriterProcess":
         ctx = _context()
@@ -241,7 +245,7 @@ class WriterProcess:
                                             f"writing {str(self.path)!r}") from None
                 if status != "done":
                     raise MbfgError(info)
-                self._summary, self.busy = info, busy
+                self._summary, (self.busy, self.cpu) = info, busy
             else:
                 try:
                     self.inbox.put("abort", timeout=POLL)

@@ -2,8 +2,9 @@
 
 JSON keys: ``bag``, ``config``, ``rig``, ``duration`` (s of sensor time), ``keyframes``,
 ``realtime_factor`` (duration / wall time of the whole replay: reading, estimating, writing),
-``estimator_realtime_factor`` (duration / the estimator's own time), ``wall_time``,
-``cpu_time``, ``timings`` (s per stage), ``eras`` (stamp spans between time jumps), ``topics`` (per topic: type, messages, per-sensor
+``estimator_realtime_factor`` (duration / the estimator's own wall time), ``cpu_realtime_factor``
+and ``estimator_cpu_realtime_factor`` (the same per CPU second: less sensitive to a busy
+machine), ``wall_time``, ``cpu_time`` (all processes), ``timings`` (s per stage), ``eras`` (stamp spans between time jumps), ``topics`` (per topic: type, messages, per-sensor
 counts, problems, readings out of stamp order), ``counts`` (per sensor: received, used, late,
 too_old, rejected, rejected_nonfinite, rejected_duplicate, downweighted, unaccounted = received
 minus every outcome, rate), ``problems``
@@ -71,7 +72,10 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         "eras": [{"from": a, "to": b} for a, b in res.eras],
         "realtime_factor": _num(res.realtime_factor),
         "estimator_realtime_factor": _num(res.estimator_realtime_factor),
-        "wall_time": res.timings["total"], "cpu_time": res.timings.get("cpu"),
+        "cpu_realtime_factor": _num(res.duration / res.cpu_time) if res.cpu_time > 0 else None,
+        "estimator_cpu_realtime_factor": _num(res.duration / res.timings["estimator_cpu"])
+        if res.timings["estimator_cpu"] > 0 else None,
+        "wall_time": res.timings["total"], "cpu_time": res.cpu_time,
         "timings": {k: v for k, v in res.timings.items()},
         "reorder_window": res.reorder_window,
         "topics": topics, "counts": counts, "problems": problems,
@@ -119,9 +123,16 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
              f"data, {f['keyframes']} {'smoothed (lagged)' if f['lagged'] else 'filtered'} keyframes in "
              f"{f['wall_time']:.2f} s: {_g(f['realtime_factor'])}x real time "
              f"(estimator alone {_g(f['estimator_realtime_factor'])}x)"]
-    lines.append(f"  time: estimator {t['estimator']:.2f} s, reading + decoding {t['read_sensors']:.2f} s, "
+    lines.append(f"  wall time: estimator {t['estimator']:.2f} s, reading + decoding {t['read_sensors']:.2f} s, "
                  f"truth {t['truth']:.2f} s, forces {t['forces']:.2f} s, output messages {t['outputs']:.2f} s, "
-                 f"other {t['other']:.2f} s; CPU {t.get('cpu', 0.0):.2f} s")
+                 f"other {t['other']:.2f} s")
+    procs = ""
+    if "reader_cpu" in t or "writer_cpu" in t:
+        procs = (f" (this process {t['cpu']:.2f} s, reader {t.get('reader_cpu', 0.0):.2f} s, "
+                 f"writer {t.get('writer_cpu', 0.0):.2f} s)")
+    lines.append(f"  CPU time: {f['cpu_time']:.2f} s{procs}, estimator {t['estimator_cpu']:.2f} s: "
+                 f"{_g(f['cpu_realtime_factor'])}x real time per CPU second (estimator alone "
+                 f"{_g(f['estimator_cpu_realtime_factor'])}x)")
     rows = [("topic", "sensor", "messages", "received", "used", "late", "too_old", "rejected", "downweighted")]
     for topic, e in f["topics"].items():
         if e["role"] != "sensor":

@@ -84,8 +84,9 @@ class ReplayResult:
     eras: list[tuple[float, float]]      # s (relative to the epoch): first and last stamp of the
                                          # readings used, per era (eras are split by time jumps)
     timings: dict[str, float]            # s: total (wall), read_sensors, truth, estimator, forces,
-                                         # outputs, other (reordering, bookkeeping), cpu (this process);
-                                         # with processes: reader_process, writer_process (their busy time)
+                                         # outputs, other (reordering, bookkeeping); cpu (this process),
+                                         # estimator_cpu; with processes: reader_process, writer_process
+                                         # (their busy wall time), reader_cpu, writer_cpu
     output: dict | None                  # the output bag's summary
     reorder_window: float
 
@@ -107,6 +108,12 @@ class ReplayResult:
     def estimator_realtime_factor(self) -> float:
         w = self.timings["estimator"]
         return self.duration / w if w > 0 else math.inf
+
+    @property
+    def cpu_time(self) -> float:
+        """s of CPU of every process of the replay (this one, and the reader and writer if used)."""
+        t = self.timings
+        return t["cpu"] + t.get("reader_cpu", 0.0) + t.get("writer_cpu", 0.0)
 
 
 class _Progress:
@@ -173,7 +180,8 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         else:
             out = OutputBag(opt.out, mech, opt.names, covariance=opt.covariance_topics, storage=opt.storage,
                             overwrite=opt.overwrite, custom_data=custom)
-    clock = {"estimator": 0.0, "forces": 0.0, "outputs": 0.0}
+    clock = {"estimator": 0.0, "estimator_cpu": 0.0, "forces": 0.0, "outputs": 0.0}
+    cpu = time.process_time
     state = {"epoch": None, "first": math.inf, "last": -math.inf, "next_diag": -math.inf, "era": 0}
     eras: list[tuple[float, float]] = []
     perf = time.perf_counter
@@ -185,9 +193,10 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         if state["epoch"] is None:
             state["epoch"] = (reading.stamp_ns // 1_000_000_000) * 1_000_000_000
         t = (reading.stamp_ns - state["epoch"]) * 1e-9
-        t0 = perf()
+        t0, c0 = perf(), cpu()
         status = add_sample(reading.sensor, t, reading.value)
         clock["estimator"] += perf() - t0
+        clock["estimator_cpu"] += cpu() - c0
         if status == "queued" or status == "late":
             samples.add(reading.sensor, t, reading.value, state["era"])
             if t < state["first"]:
@@ -215,10 +224,11 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             clock["outputs"] += t2 - t1
 
     def emit() -> None:
-        t0 = perf()
+        t0, c0 = perf(), cpu()
         filtered = est.pop_estimates()
         lagged = est.pop_lagged() if opt.lagged else None
         clock["estimator"] += perf() - t0
+        clock["estimator_cpu"] += cpu() - c0
         write(lagged if opt.lagged else filtered)
 
     def finish_era() -> None:
@@ -226,14 +236,13 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         of the bag, or before a time jump); with ``lagged``, the smoothed window too."""
         for _, r in order.drain():
             feed(r)
-        t0 = perf()
+        t0, c0 = perf(), cpu()
         est.flush()
+        tail = est.smoothed_window() if opt.lagged and est.started else []
         clock["estimator"] += perf() - t0
+        clock["estimator_cpu"] += cpu() - c0
         emit()
         if opt.lagged:
-            t0 = perf()
-            tail = est.smoothed_window() if est.started else []
-            clock["estimator"] += perf() - t0
             done = log.rows[-1][0].keyframe if len(log) else -1
             write([e for e in tail if e.keyframe > done])
 
@@ -280,10 +289,13 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                "forces": clock["forces"], "outputs": clock["outputs"] + writer_wait}
     timings["other"] = max(0.0, total - sum(v for k, v in timings.items() if k != "total"))
     timings["cpu"] = time.process_time() - cpu_start
+    timings["estimator_cpu"] = clock["estimator_cpu"]
     if reader is not None:
         timings["reader_process"] = inp.time_sensors + inp.time_truth
+        timings["reader_cpu"] = reader.cpu
     if isinstance(out, WriterProcess):
         timings["writer_process"] = out.busy
+        timings["writer_cpu"] = out.cpu
     epoch = state["epoch"] or 0
     return ReplayResult(
         bag=Path(bag), mech=mech, options=opt, input=inp, order=order, jumps=jumps, estimates=log.series(),

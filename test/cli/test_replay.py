@@ -45,6 +45,8 @@ def test_summary_json_and_exit_status(full_run):
     assert facts["rmse_forces"]["coupler_rocker"]["force_x"] < 1.0
     assert facts["rmse_forces"]["rocker_pin_load"]["reading"] < 1.0
     assert facts["realtime_factor"] > 0 and facts["estimator_realtime_factor"] >= facts["realtime_factor"]
+    assert facts["estimator_cpu_realtime_factor"] >= facts["cpu_realtime_factor"] > 0
+    assert "CPU time:" in text
     assert abs(facts["duration"] - 1.999) < 1e-9 and facts["keyframes"] == 401
     assert facts["skip"] == 0.5 and facts["truth"] is True and facts["rmse_samples"] > 250
     assert facts["counts"]["crank_encoder"]["used"] == 2000 and facts["counts"]["crank_encoder"]["topic"] == "/encoders"

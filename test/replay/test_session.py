@@ -130,6 +130,7 @@ def test_reading_and_writing_in_their_own_processes_changes_nothing(tmp_path):
     one = replay_bag(bag, mech, ReplayOptions(out=tmp_path / "one", processes=False))
     two = replay_bag(bag, mech, ReplayOptions(out=tmp_path / "two", processes=True))
     assert "reader_process" in two.timings and "writer_process" in two.timings
+    assert two.timings["reader_cpu"] > 0 and two.timings["writer_cpu"] > 0 and two.cpu_time > two.timings["cpu"]
     assert "reader_process" not in one.timings
     np.testing.assert_array_equal(one.estimates.q, two.estimates.q)
     np.testing.assert_array_equal(one.estimates.closure_force, two.estimates.closure_force)
