@@ -91,7 +91,7 @@ def test_output_bag_has_the_node_topics(four_bar_run):
 
 
 def test_lagged_output_smooths_every_keyframe_once(tmp_path):
-    bag = simulated_bag(tmp_path / "fb", "four_bar", 2.0)
+    bag = simulated_bag(tmp_path / "fb", "four_bar", 2.0, storage="sqlite3")     # sqlite3 in and out
     mech = config_mechanism("four_bar")
     lagged = replay_bag(bag, mech, ReplayOptions(lagged=True, out=tmp_path / "out", storage="sqlite3"))
     k = lagged.estimates.keyframe
