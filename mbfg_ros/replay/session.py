@@ -132,10 +132,10 @@ class _Progress:
             from tqdm import tqdm
             self.start_ns = inp.start_ns or log_ns
             total = max(((inp.end_ns or log_ns) - self.start_ns) / 1e9, 1e-9)
-            self.bar = tqdm(total=round(total, 3), unit="s", desc="replay", leave=False,
+            self.bar = tqdm(total=round(total, 3), unit=" bag s", desc="replay", leave=False,
                             file=sys.stderr, mininterval=0.2,
-                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} s of bag "
-                                       "[{elapsed}<{remaining}, {rate_noinv_fmt} of bag]")
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:.1f} bag s "
+                                       "[{elapsed}<{remaining}, {rate_noinv_fmt}]")
         now = (log_ns - self.start_ns) / 1e9
         if now - self.done >= 0.1:
             self.bar.update(now - self.done)
