@@ -260,25 +260,25 @@ class GyroFactor:
         self.last_abs = np.zeros(1)
 
     def linearize(self, x0: np.ndarray, x1: np.ndarray, reweight: bool = True) -> Rows:
-        lay = self.lay
-        q, v, rest = self.interp.state(lay, x0, x1)
-        w, wq, wv = self.mech.gyro(self.data, self.k, q, v)
+        lay, n = self.lay, self.lay.n
+        A0, A1 = self.interp.matrices(lay)
+        z = A0 @ x0 + A1 @ x1
+        w, wq, wv = self.mech.gyro(self.data, self.k, z[:n], z[n:2 * n])
+        Jz = np.zeros((w.size, lay.dim))
+        Jz[:, :n] = -wq
+        Jz[:, n:2 * n] = -wv
         e = self.y - w
-        Jrest = None
         if self.bias is not None:
-            b0 = 3 * lay.n + lay.m + lay.n_u - 2 * lay.n     # b's offset within the tail
-            sl = slice(b0 + self.bias.start, b0 + self.bias.stop)
-            e = e - rest[sl]
-            Jrest = np.zeros((e.size, lay.dim - 2 * lay.n))
-            Jrest[:, sl] = -np.eye(e.size)
+            sl = slice(lay.B.start + self.bias.start, lay.B.start + self.bias.stop)
+            e = e - z[sl]
+            Jz[:, sl] = -np.eye(e.size)
         r = e * self.inv
         self.last_abs = np.array([math.sqrt(float(r @ r) / r.size)])
         if reweight:
             self.weight = float(robust_weight(self.last_abs[0], self.loss, self.scale))
-        sw = math.sqrt(self.weight)
-        J0, J1 = self.interp.chain(lay, -wq, -wv, Jrest)
-        f = self.inv * sw
-        return r * sw, J0 * f, J1 * f
+        f = self.inv * math.sqrt(self.weight)
+        Jz *= f
+        return r * math.sqrt(self.weight), Jz @ A0, Jz @ A1
 
 
 class LoadCellFactor:
@@ -300,22 +300,22 @@ class LoadCellFactor:
 
     def linearize(self, x0: np.ndarray, x1: np.ndarray, reweight: bool = True) -> Rows:
         lay = self.lay
-        n, m = lay.n, lay.m
-        q, v, rest = self.interp.state(lay, x0, x1)
-        a = rest[0:n]
-        lam = rest[n:n + m]
-        u = rest[n + m:n + m + lay.n_u]
-        y, yq, yv, ya, yl, yu = self.mech.load_cell(self.data, self.k, q, v, a, lam, u, self.tau)
+        A0, A1 = self.interp.matrices(lay)
+        z = A0 @ x0 + A1 @ x1
+        y, yq, yv, ya, yl, yu = self.mech.load_cell(self.data, self.k, z[lay.Q], z[lay.V], z[lay.A],
+                                                    z[lay.L], z[lay.U], self.tau)
         r = (self.y - y) * self.inv
         self.last_abs = np.array([abs(r)])
         if reweight:
             self.weight = float(robust_weight(r, self.loss, self.scale))
-        Jrest = np.zeros((1, lay.dim - 2 * n))
+        f = -self.inv * math.sqrt(self.weight)
+        Jz = np.zeros((1, lay.dim))
+        Jz[0, lay.Q] = yq * f
+        if yv is not None:
+            Jz[0, lay.V] = yv * f
         if ya is not None:
-            Jrest[0, 0:n] = -ya
-        Jrest[0, n:n + m] = -yl
+            Jz[0, lay.A] = ya * f
+        Jz[0, lay.L] = yl * f
         if lay.n_u:
-            Jrest[0, n + m:n + m + lay.n_u] = -yu
-        J0, J1 = self.interp.chain(lay, -yq[None], None if yv is None else -yv[None], Jrest)
-        f = self.inv * math.sqrt(self.weight)
-        return np.array([r * math.sqrt(self.weight)]), J0 * f, J1 * f
+            Jz[0, lay.U] = yu * f
+        return np.array([r * math.sqrt(self.weight)]), Jz @ A0, Jz @ A1

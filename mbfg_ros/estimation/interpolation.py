@@ -6,8 +6,10 @@ With s = (t - t0) / h in [0, 1] between keyframes x0 (at t0) and x1 (at t0 + h):
     v(t) = h00 v0 + h10 h a0 + h01 v1 + h11 h a1      (cubic Hermite on v and a)
     a(t), lam(t), u(t), b(t), s(t), mu(t): linear
 
-Everything is linear in (x0, x1); :class:`Interpolant` holds the scalar weights, so a sensor's
-Jacobian w.r.t. the keyframes is its Jacobian w.r.t. the interpolated state times the weights.
+Everything is linear in (x0, x1): z = [q(t), v(t), a(t), lam(t), ...] = A0 x0 + A1 x1, so a
+sensor's Jacobian w.r.t. the keyframes is its Jacobian w.r.t. z times A0 and A1. The matrices
+depend only on s (sensor rates are usually multiples of the keyframe rate, so s repeats) and are
+cached per layout.
 """
 from __future__ import annotations
 
@@ -32,37 +34,32 @@ class Interpolant:
         s2, s3 = s * s, s * s * s
         return Interpolant(s, h, 2 * s3 - 3 * s2 + 1, s3 - 2 * s2 + s, -2 * s3 + 3 * s2, s3 - s2)
 
-    def state(self, lay: StateLayout, x0: np.ndarray, x1: np.ndarray):
-        """(q, v, a, rest) at the sample time; rest = the linearly interpolated tail of x."""
-        h = self.h
-        q = self.h00 * x0[lay.Q] + self.h10 * h * x0[lay.V] + self.h01 * x1[lay.Q] + self.h11 * h * x1[lay.V]
-        v = self.h00 * x0[lay.V] + self.h10 * h * x0[lay.A] + self.h01 * x1[lay.V] + self.h11 * h * x1[lay.A]
-        tail = slice(2 * lay.n, lay.dim)
-        rest = (1.0 - self.s) * x0[tail] + self.s * x1[tail]
-        return q, v, rest
+    def matrices(self, lay: StateLayout) -> tuple[np.ndarray, np.ndarray]:
+        """(A0, A1) with z = A0 x0 + A1 x1 (cached per layout and s; the cache is bounded, since
+        jittered stamps give arbitrary s)."""
+        cache = _CACHE.setdefault((lay.n, lay.dim), {})
+        key = (round(self.s, 12), self.h)
+        m = cache.get(key)
+        if m is None:
+            if len(cache) > 256:
+                cache.clear()
+            D, n, h = lay.dim, lay.n, self.h
+            A0, A1 = np.zeros((D, D)), np.zeros((D, D))
+            I = np.eye(n)
+            A0[lay.Q, lay.Q], A0[lay.Q, lay.V] = self.h00 * I, self.h10 * h * I
+            A1[lay.Q, lay.Q], A1[lay.Q, lay.V] = self.h01 * I, self.h11 * h * I
+            A0[lay.V, lay.V], A0[lay.V, lay.A] = self.h00 * I, self.h10 * h * I
+            A1[lay.V, lay.V], A1[lay.V, lay.A] = self.h01 * I, self.h11 * h * I
+            tail = np.arange(2 * n, D)
+            A0[tail, tail] = 1.0 - self.s
+            A1[tail, tail] = self.s
+            m = cache[key] = (A0, A1)
+        return m
 
-    def chain(self, lay: StateLayout, Jq: np.ndarray | None, Jv: np.ndarray | None,
-              Jrest: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """Jacobians w.r.t. (x0, x1) of a function of the interpolated (q, v, rest).
+    def interpolate(self, lay: StateLayout, x0: np.ndarray, x1: np.ndarray) -> np.ndarray:
+        """z = [q(t), v(t), a(t), lam(t), u(t), b(t), s(t), mu(t)] at the sample time."""
+        A0, A1 = self.matrices(lay)
+        return A0 @ x0 + A1 @ x1
 
-        Jq, Jv: (r, n); Jrest: (r, dim - 2n) over [a, lam, u, b, s, mu]; None means zero.
-        """
-        rows = next(J.shape[0] for J in (Jq, Jv, Jrest) if J is not None)
-        J0 = np.zeros((rows, lay.dim))
-        J1 = np.zeros((rows, lay.dim))
-        h = self.h
-        if Jq is not None:
-            J0[:, lay.Q] += self.h00 * Jq
-            J0[:, lay.V] += self.h10 * h * Jq
-            J1[:, lay.Q] += self.h01 * Jq
-            J1[:, lay.V] += self.h11 * h * Jq
-        if Jv is not None:
-            J0[:, lay.V] += self.h00 * Jv
-            J0[:, lay.A] += self.h10 * h * Jv
-            J1[:, lay.V] += self.h01 * Jv
-            J1[:, lay.A] += self.h11 * h * Jv
-        if Jrest is not None:
-            tail = slice(2 * lay.n, lay.dim)
-            J0[:, tail] += (1.0 - self.s) * Jrest
-            J1[:, tail] += self.s * Jrest
-        return J0, J1
+
+_CACHE: dict[tuple[int, int], dict] = {}

@@ -62,11 +62,11 @@ def test_hermite_interpolation_is_exact_for_cubics():
     x0 = lay.pack(np.full(3, q(0)), np.full(3, v(0)), np.full(3, a(0)))
     x1 = lay.pack(np.full(3, q(h)), np.full(3, v(h)), np.full(3, a(h)))
     for s in (0.0, 0.25, 0.5, 0.9, 1.0):
-        qi, vi, rest = Interpolant.at(s, h).state(lay, x0, x1)
-        assert qi[0] == pytest.approx(q(s * h), abs=1e-14)
-        assert rest[0] == pytest.approx(a(s * h), abs=1e-12)
+        z = Interpolant.at(s, h).interpolate(lay, x0, x1)
+        assert z[lay.Q][0] == pytest.approx(q(s * h), abs=1e-14)
+        assert z[lay.A][0] == pytest.approx(a(s * h), abs=1e-12)
         # v is a quadratic, the Hermite on (v, a) is exact for it too
-        assert vi[0] == pytest.approx(v(s * h), abs=1e-12)
+        assert z[lay.V][0] == pytest.approx(v(s * h), abs=1e-12)
 
 
 def test_encoder_residual_wraps_angles():
