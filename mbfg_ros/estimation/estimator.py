@@ -213,10 +213,6 @@ class Estimator:
 
     # ----------------------------------------------------------------------------------------
     # input
-    @property
-    def sensor_names(self) -> list[str]:
-        return list(self._sensors)
-
     def counts(self) -> dict[str, SensorCounts]:
         for s in self._sensors.values():
             s.counts.pending = sum(1 for p in self._pending if p.sensor is s)
@@ -569,15 +565,6 @@ class Estimator:
             self._set_lin(step.k, x0, x1)
         self.health.relinearizations += len(factors)
         self._x[self._closed] = self.smoother.estimate(self._closed)
-
-    def _movement(self, before: np.ndarray | None, after: np.ndarray | None) -> float:
-        """How far a keyframe moved since linearization, in units of the threshold (positions;
-        velocities count at 10x the threshold)."""
-        if before is None or after is None:
-            return 0.0
-        n, th = self.lay.n, self.cfg.relinearize_threshold
-        d = np.abs(after[:2 * n] - before[:2 * n])
-        return max(float(d[:n].max()) / th, float(d[n:].max()) / (self.cfg.relinearize_velocity_factor * th))
 
     def _add_late(self, p: _Sample) -> str:
         k = self._keyframe_of(p.stamp)

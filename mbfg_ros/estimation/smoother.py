@@ -188,9 +188,6 @@ class FixedLagSmoother:
             raise SolverFailure(f"non-finite estimate of keyframe {k}")
         return x
 
-    def linearization_point(self, k: int) -> np.ndarray:
-        return self.isam.getLinearizationPoint().atVector(key(k))
-
     def covariance(self, k: int) -> np.ndarray:
         return self.isam.marginalCovariance(key(k))
 

@@ -136,9 +136,6 @@ class SensorsConfig:
     def all(self) -> tuple[Any, ...]:
         return (*self.encoders, *self.gyros, *self.load_cells)
 
-    def kind_of(self, sensor: Any) -> str:
-        return {EncoderConfig: "encoder", GyroConfig: "gyro", LoadCellConfig: "load_cell"}[type(sensor)]
-
 
 @dataclass(frozen=True)
 class NoiseConfig:

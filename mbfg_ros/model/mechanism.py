@@ -21,7 +21,6 @@ dense arrays, exact (analytic, from pinocchio) unless its docstring says otherwi
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -373,9 +372,6 @@ class Mechanism:
         M[self._tril] = M.T[self._tril]
         return M
 
-    def generalized_gravity(self, data: MechanismData, q: np.ndarray) -> np.ndarray:
-        return pin.computeGeneralizedGravity(self.model, data.pin, q).copy()
-
     def inverse_dynamics(self, data: MechanismData, q: np.ndarray, v: np.ndarray, a: np.ndarray,
                          lam: np.ndarray | None = None, tau: np.ndarray | None = None,
                          u: np.ndarray | None = None, gravity_scale: float = 1.0,
@@ -597,13 +593,6 @@ class Mechanism:
     def mechanical_energy(self, data: MechanismData, q: np.ndarray, v: np.ndarray) -> float:
         """Kinetic + potential energy (J), potential relative to the base origin."""
         return float(pin.computeMechanicalEnergy(self.model, data.pin, q, v))
-
-    def wrap_angles(self, q: np.ndarray) -> np.ndarray:
-        """Angular coordinates of bounded revolute joints are not wrapped; this helper wraps a
-        difference of angles into (-pi, pi] for angular coordinates."""
-        out = np.array(q, float)
-        out[self.angular] = (out[self.angular] + math.pi) % (2 * math.pi) - math.pi
-        return out
 
 
 def _reaction_on_a(groups, frames, lam):
