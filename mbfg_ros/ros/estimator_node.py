@@ -194,6 +194,7 @@ class EstimatorNode(Node):
         self._wanted_at = -math.inf               # when the outputs' subscribers were counted
         self._wanted_topics: set[str] = set()
         self.lost: dict[str, int] = {}            # messages DDS reported lost, per topic
+        self.worker_errors = 0
 
         # outputs
         self._pub = {}
@@ -235,6 +236,9 @@ class EstimatorNode(Node):
         self.create_service(message_class("std_srvs/srv/Trigger"), "~/reset", self._on_reset)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._diag_timer = self.create_timer(p["diagnostics_period"], self._diag_due.set, clock=steady)
+        self._switching: dict[str, str] = {}      # load-cell topics changing message type
+        if any(FLOAT64 in types for types in self.router.topics.values()):
+            self._type_timer = self.create_timer(1.0, self._follow_publisher_types, clock=steady)
         self._worker = threading.Thread(target=self._work, name="mbfg_estimation", daemon=True)
         self._worker.start()
         self._log_start()
@@ -260,9 +264,6 @@ class EstimatorNode(Node):
         return bytes(msgs.serialize(msg))
 
     def _subscribe(self, topic: str, msgtype: str) -> None:
-        old = self._subs.pop(topic, None)
-        if old is not None:
-            self.destroy_subscription(old[1])
         events = SubscriptionEventCallbacks(
             message_lost=lambda info, topic=topic: self._on_lost(topic, info))
         try:
@@ -279,18 +280,30 @@ class EstimatorNode(Node):
 
     def _follow_publisher_types(self) -> None:
         """Load-cell topics accept WrenchStamped or Float64: subscribe with the type a publisher
-        actually uses (DDS matches only equal types)."""
-        flexible = {t for t, types in self.router.topics.items() if FLOAT64 in types}
-        if not flexible:
-            return
-        for topic, types in self.get_topic_names_and_types():
-            if topic not in flexible:
+        actually uses (DDS matches only equal types). Runs on a 1 Hz timer; a switch takes two
+        ticks, because rclpy destroys the old subscription only once the executor let go of it
+        and DDS refuses a second type on the same topic before that."""
+        for topic, t in list(self._switching.items()):
+            try:
+                self._subscribe(topic, t)
+                del self._switching[topic]
+                self.get_logger().info(f"{topic} is published as {t}: subscribed with that type")
+            except Exception as exc:                     # noqa: BLE001 (retried next tick)
+                self.get_logger().debug(f"subscribing {topic} as {t} failed, retrying: {exc}")
+        flexible = [t for t, types in self.router.topics.items() if FLOAT64 in types]
+        for topic in flexible:
+            if topic in self._switching:
                 continue
-            current = self._subs[topic][0]
-            for t in types:
-                if t in (FLOAT64, WRENCH_STAMPED) and t != current:
-                    self.get_logger().info(f"{topic} is published as {t}: subscribing with that type")
-                    self._subscribe(topic, t)
+            types = {i.topic_type for i in self.get_publishers_info_by_topic(topic)}
+            current = self._subs.get(topic, (None,))[0]
+            if not types or current in types:
+                continue
+            for t in sorted(types):
+                if t in (FLOAT64, WRENCH_STAMPED):
+                    old = self._subs.pop(topic, None)
+                    if old is not None:
+                        self.destroy_subscription(old[1])
+                    self._switching[topic] = t
                     break
 
     def _log_start(self) -> None:
@@ -347,12 +360,19 @@ class EstimatorNode(Node):
     # ------------------------------------------------------------------------------------------
     # the estimation worker
     def _work(self) -> None:
-        try:
-            self._work_loop()
-        except Exception as exc:                       # noqa: BLE001
-            if rclpy.ok(context=self.context) and not self.queue.closed:
-                raise
-            # shutting down: the context went away under a publish; nothing is lost that matters
+        """Run the worker; an unexpected error is logged with its traceback, counted on
+        /diagnostics (ERROR) and the worker goes on (a dead worker would stop the estimates
+        silently)."""
+        while not self.queue.closed:
+            try:
+                self._work_loop()
+            except Exception:                          # noqa: BLE001
+                if not rclpy.ok(context=self.context) or self.queue.closed:
+                    return          # shutting down: the context went away under a publish
+                self.worker_errors += 1
+                import traceback
+                self.get_logger().error("estimation worker error (it goes on):\n"
+                                        + traceback.format_exc(), throttle_duration_sec=5.0)
 
     def _work_loop(self) -> None:
         """Take what the callbacks queued and feed it in stamp order across topics: a reading
@@ -516,7 +536,9 @@ class EstimatorNode(Node):
         q = self.queue.figures()
         level, message = outputs.OK, "ok"
         lost = sum(self.lost.values())
-        if q["dropped"]:
+        if self.worker_errors:
+            level, message = outputs.ERROR, f"{self.worker_errors} estimation worker errors (see the log)"
+        elif q["dropped"]:
             level, message = outputs.ERROR, f"{q['dropped']} readings dropped: the queue was full"
         elif lost:
             level, message = outputs.ERROR, (f"{lost} messages lost in DDS before the node took "
@@ -529,6 +551,7 @@ class EstimatorNode(Node):
             level, message = outputs.WARN, f"{sum(sum(c.values()) for c in self.router.problems.values())} unusable messages"
         values = dict(q)
         values["reordering"] = self.held
+        values["worker_errors"] = self.worker_errors
         values["lost_in_dds"] = lost
         for topic, count in sorted(self.lost.items()):
             values[f"lost {topic}"] = count
@@ -557,8 +580,6 @@ class EstimatorNode(Node):
                 extra=self._extra_statuses())
         self._pub["/diagnostics"].publish(bytes(msgs.serialize(msg)))
         self._log_silence(msg)
-        if self.router.topics and any(FLOAT64 in t for t in self.router.topics.values()):
-            self._follow_publisher_types()
 
     def _log_silence(self, msg) -> None:
         prefix = f"{self.get_name()}: sensor "

@@ -1,0 +1,65 @@
+"""The estimator node's inputs from a rig that is not the simulator (published from this test
+over DDS): extra joints in a JointState are ignored, a load cell published as plain
+std_msgs/Float64 is picked up (the node follows the publisher's type), unusable messages are
+counted on /diagnostics, never dropped silently."""
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+
+from conftest import CONFIG
+from mbfg_ros.ros.launch_description import estimator_description
+from mbfg_ros.ros.message_classes import message_class
+from mbfg_ros.ros.output_monitor import MonitorThread
+from mbfg_ros.ros.processes import NodeProcesses, ros_environment
+
+pytestmark = pytest.mark.ros
+
+
+def test_joint_state_extras_float64_load_cell_and_unusable_messages(four_bar, tmp_path):
+    env = ros_environment(tmp_path)
+    description = estimator_description(str(CONFIG / "four_bar.yaml"),
+                                        parameters={"diagnostics_period": 0.5})
+    JointState = message_class("sensor_msgs/msg/JointState")
+    Float64 = message_class("std_msgs/msg/Float64")
+    with NodeProcesses(description, tmp_path, env) as procs, \
+            MonitorThread(four_bar, int(env["ROS_DOMAIN_ID"])) as m:
+        enc = m.create_publisher(JointState, "/encoders", 100)
+        cell = m.create_publisher(Float64, "/rocker_pin/wrench", 100)
+        end = time.monotonic() + 60
+        while enc.get_subscription_count() == 0 or cell.get_subscription_count() == 0:
+            assert time.monotonic() < end, procs.log_text("mbfg_estimator")
+            assert not procs.exited(), procs.log_text("mbfg_estimator")
+            time.sleep(0.1)
+        bad = JointState(name=["crank_joint"])                # no position: unusable
+        for _ in range(5):
+            bad.header.stamp = m.get_clock().now().to_msg()
+            enc.publish(bad)
+        start = time.monotonic()
+        k = 0
+        while time.monotonic() - start < 3.0:
+            msg = JointState(name=["some_other_joint", "crank_joint"],
+                             position=[0.0, math.pi / 3 + 0.05 * math.sin(k * 0.002)])
+            msg.header.stamp = m.get_clock().now().to_msg()
+            enc.publish(msg)
+            if k % 5 == 0:
+                cell.publish(Float64(data=-30.0))
+            k += 1
+            time.sleep(0.002)
+        def received(mon, sensor):
+            st = mon.sensor_status().get(sensor)
+            return int(st.values["received"]) if st is not None else 0
+
+        ok = m.wait_for(lambda mon: received(mon, "rocker_pin_load") > 10
+                        and received(mon, "crank_encoder") > 500, 60)
+        log = procs.log_text("mbfg_estimator")
+        assert ok, log
+        assert "/rocker_pin/wrench is published as std_msgs/msg/Float64" in log
+        queue = m.node_status("input queue")
+        assert queue.values.get("unusable /encoders") == "5 x joint crank_joint has no position", queue
+        assert queue.level == 1 and "unusable" in queue.message
+        assert len(m.estimates) > 50
+        assert m.topics["/mbfg_estimator/joint_states"].names == {tuple(four_bar.joint_names)}
+        assert log.count("unusable message on /encoders") == 1
