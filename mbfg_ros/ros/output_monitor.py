@@ -58,6 +58,12 @@ class TopicRecord:
             return 0.0
         return (len(self.stamps) - 1) / ((self.stamps[-1] - self.stamps[0]) * 1e-9)
 
+    def stamp_period(self) -> float:
+        """Median spacing of the distinct header stamps (s): the publishing period, robust to
+        messages lost on the way."""
+        st = np.unique(np.asarray(self.stamps, dtype=np.int64))
+        return float(np.median(np.diff(st))) * 1e-9 if st.size >= 2 else float("nan")
+
     def receive_rate(self, window: float | None = None) -> float:
         """Messages per wall second (over the last ``window`` s if given)."""
         r = self.received

@@ -7,7 +7,8 @@ the estimates stamped at least 2 s after the first one:
 
 - crank angle RMSE < 0.01 rad (observed ~0.002), crank velocity RMSE < 0.05 rad/s (~0.005);
 - coupler-rocker reaction force RMSE < 5 % of its RMS (and < 3 N; observed ~0.1 N of ~65 N);
-- ~/joint_states stamps at the keyframe rate (200 Hz within 1 %).
+- outputs stamped at every keyframe: median stamp spacing 5 ms (200 Hz), and ~/joint_states
+  at 200 Hz within 5 % counting every message received.
 
 The estimator may run behind real time on a loaded machine: the tests wait until it has
 processed everything the rig sent (``wait_caught_up``) instead of asserting any timing.
@@ -67,8 +68,13 @@ def test_every_output_topic_has_the_right_names_frames_and_rates(wall_run, four_
     assert m.topics[names.topic("joint_states")].names == {joints}
     assert m.topics[names.topic("joint_accelerations")].names == {joints}
     assert m.topics[names.topic("dof_std")].names == {tuple(four_bar.dof_names)}
-    for topic in (names.topic("joint_states"), names.topic("forces/coupler_rocker"), "/tf"):
-        assert m.topics[topic].stamp_rate() == pytest.approx(200.0, rel=0.01), topic
+    for topic in (names.topic("joint_states"), names.topic("forces/coupler_rocker"), "/tf",
+                  names.topic("dof_std")):
+        # one message per keyframe: stamps 5 ms apart (the median spacing does not depend on
+        # whether the test process kept up with every message)
+        assert m.topics[topic].stamp_period() == pytest.approx(0.005, rel=1e-3), topic
+    js = m.topics[names.topic("joint_states")]
+    assert js.stamp_rate() == pytest.approx(200.0, rel=0.05), (js.count, wall_run.logs_tail())
     assert m.topics[names.topic("forces/coupler_rocker")].frame_ids == {"rocker_tip"}
     cell = four_bar.load_cells[0].config.name
     assert m.topics[names.topic(f"forces/{cell}")].frame_ids == {load_cell_frame(four_bar, 0)}
