@@ -5,8 +5,9 @@ serializing the output messages) costs about as much as the estimator. With two 
 :class:`ReaderProcess` reads and decodes the bag (sensor readings in batches; the ground truth
 stays there until the end) and :class:`WriterProcess` builds and writes the output bag, while
 the main process reorders, estimates and derives the forces. Both processes are started with
-``spawn`` (safe after GTSAM's threads exist) and load the mechanism from its config file; a
-process takes 1-2 s to start, which is why short bags are replayed in one process.
+``spawn`` (safe after GTSAM's threads exist; a calling script needs the usual
+``if __name__ == "__main__":`` guard) and load the mechanism from its config file; a process
+takes 1-2 s of CPU to start (imports), which is why short bags are replayed in one process.
 
 Errors in a process come back as one-line :class:`~mbfg_ros.errors.MbfgError` messages; on any
 failure the other side is stopped and a partial output bag is removed.

@@ -42,8 +42,8 @@ REORDER_MARGIN = 0.05
 """s added to the config's sensor_wait for the default reorder horizon."""
 
 AUTO_PROCESSES_SECONDS = 20.0
-"""With ``processes=None``, bags holding more than this many seconds are read and written in
-their own processes (each takes 1-2 s to start)."""
+"""With ``processes=None`` (``mbfg replay``'s default), bags holding more than this many seconds
+are read and written in their own processes (each takes 1-2 s of CPU to start)."""
 
 
 @dataclass
@@ -63,7 +63,9 @@ class ReplayOptions:
     truth: bool = True
     progress: bool = False
     diagnostics_period: float = 1.0           # s of bag time
-    processes: bool | None = None             # read/write in own processes; None: long bags on 2+ cores
+    processes: bool | None = False            # read/write in own processes; None: long bags on 2+ cores.
+                                              # They start with multiprocessing's spawn: a calling
+                                              # script needs the ``if __name__ == "__main__":`` guard
 
 
 @dataclass
