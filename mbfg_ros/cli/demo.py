@@ -69,6 +69,16 @@ class _Rates:
                 self.last[name] = (st.received, received)
 
 
+def _terminate_as_interrupt() -> None:
+    """SIGTERM (e.g. from a job runner) stops the nodes like Ctrl-C does."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def run(args: argparse.Namespace) -> int:
     from mbfg_ros.model.mechanism import load_mechanism
     from mbfg_ros.ros.launch_description import default_config, sim_rig_description
@@ -101,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
     description = sim_rig_description(config, duration=args.duration,
                                        rig_parameters={"initial_error": [args.initial_error]})
     procs = NodeProcesses(description, log_dir, env)
+    _terminate_as_interrupt()
     sensors = [s.name for s in mech.config.sensors.all()]
     print(f"mbfg demo: {mech.config.name} ({mech.n} joints, DOF {', '.join(mech.dof_names)}), "
           f"{args.duration:g} s live over DDS (ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}, localhost)")

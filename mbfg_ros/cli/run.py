@@ -103,6 +103,16 @@ def build_description(args: argparse.Namespace):
         raise CliError(str(exc)) from None
 
 
+def _terminate_as_interrupt() -> None:
+    """SIGTERM (e.g. from a job runner) stops the nodes like Ctrl-C does."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
 def run(args: argparse.Namespace) -> int:
     from mbfg_ros.ros.processes import NodeProcesses, ros_environment, tool_available
     description = build_description(args)
@@ -119,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.domain_id is None:
         env.pop("ROS_AUTOMATIC_DISCOVERY_RANGE", None)     # the user's graph, as ros2 launch
     procs = NodeProcesses(description, log_dir, env, echo=not args.quiet)
+    _terminate_as_interrupt()
     print(f"mbfg run {args.kind}: ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']}, logs in {log_dir}/")
     for name, cmd in procs.commands().items():
         print(f"  {name}: {' '.join(cmd)}")

@@ -23,6 +23,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rosbags.rosbag2 import Reader
 
 from mbfg_ros.ros.message_classes import message_class
+from mbfg_ros.ros.processes import follow_parent
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
@@ -113,6 +114,7 @@ class BagPlayer(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
+    follow_parent()                    # no orphan when a runner dies
     argv = sys.argv[1:] if argv is None else argv
     ros_args = []
     if "--ros-args" in argv:

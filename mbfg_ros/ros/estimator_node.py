@@ -56,6 +56,7 @@ from mbfg_ros.io.sensor_inputs import FLOAT64, WRENCH_STAMPED, InputRouter
 from mbfg_ros.model.config import load_rig_config
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.ros.message_classes import message_class
+from mbfg_ros.ros.processes import follow_parent
 from mbfg_ros.ros.node_parameters import ParameterError, ParameterSpec, declare, unknown_overrides
 from mbfg_ros.ros.sample_queue import QueuedReading, SampleQueue
 from mbfg_ros.ros.tf_publisher import TfPublisher
@@ -605,6 +606,7 @@ class EstimatorNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Console script ``estimator``: exit 0 on Ctrl-C / shutdown, 2 on bad parameters."""
+    follow_parent()                    # no orphan when a runner dies
     sys.setswitchinterval(0.001)       # the DDS thread gets the GIL back quickly from the worker
     rclpy.init(args=args if args is not None else sys.argv)
     node = None

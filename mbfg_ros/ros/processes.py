@@ -4,7 +4,8 @@ The pip environment has no ``ros2 launch``; this runs the same :class:`Descripti
 subprocesses: each node as ``python -m <module> --ros-args ...`` with its parameters in a
 params file, each process's output in ``<log_dir>/<name>.log`` (and optionally echoed with a
 ``[name]`` prefix). :meth:`NodeProcesses.stop` sends SIGINT (a clean rclpy shutdown), then
-SIGTERM, then SIGKILL, so children never outlive their runner. ``ros_environment`` gives a
+SIGTERM, then SIGKILL, and on Linux every child gets SIGTERM if its runner dies, so children
+never outlive their runner. ``ros_environment`` gives a
 private DDS domain (random ``ROS_DOMAIN_ID``, localhost only, its own ROS_LOG_DIR).
 """
 from __future__ import annotations
@@ -38,6 +39,26 @@ def ros_environment(log_dir: str | Path, domain_id: int | None = None,
     env["PYTHONFAULTHANDLER"] = "1"          # a crash leaves its Python traceback in the log
     env["RCUTILS_COLORIZED_OUTPUT"] = "0"
     return env
+
+
+PARENT_PID_VARIABLE = "MBFG_PARENT_PID"
+
+
+def follow_parent() -> None:
+    """Called first by every node's main(): when started by a runner (which sets
+    ``MBFG_PARENT_PID``), ask Linux for SIGTERM when that runner dies (``PR_SET_PDEATHSIG``), so
+    a runner killed without a chance to clean up (SIGKILL, a CI timeout) leaves no orphan
+    nodes; exit at once if the runner is already gone."""
+    pid = os.environ.get(PARENT_PID_VARIABLE)
+    if not pid or not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != int(pid):
+        sys.exit(0)
 
 
 def tool_available(cmd: tuple[str, ...] | list[str]) -> bool:
@@ -89,8 +110,10 @@ class NodeProcesses:
             log = self.log_dir / f"{name}.log"
             self.logs[name] = log
             fh = open(log, "wb")
+            env = dict(self.env)
+            env[PARENT_PID_VARIABLE] = str(os.getpid())
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE if self.echo else fh,
-                                    stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+                                    stderr=subprocess.STDOUT, env=env, start_new_session=True)
             self.procs[name] = proc
             if self.echo:
                 t = threading.Thread(target=_tee, args=(proc, fh, name), daemon=True)

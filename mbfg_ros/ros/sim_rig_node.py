@@ -38,6 +38,7 @@ from mbfg_ros.model.config import load_rig_config
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.ros.live_rig import LiveRig
 from mbfg_ros.ros.message_classes import message_class
+from mbfg_ros.ros.processes import follow_parent
 from mbfg_ros.ros.node_parameters import ParameterError, ParameterSpec, declare, unknown_overrides
 from mbfg_ros.sim.scenario import INPUT_PROFILES, Scenario
 from mbfg_ros.sim.sensors import SENSOR_KINDS, SensorOptions, channel_names
@@ -338,6 +339,7 @@ class SimRigNode(Node):
 def main(args: list[str] | None = None) -> int:
     """Console script ``sim_rig``: 0 at the end of the run or on Ctrl-C, 2 on bad parameters,
     1 if the simulation failed."""
+    follow_parent()                    # no orphan when a runner dies
     sys.setswitchinterval(0.0005)      # the publishing thread gets the GIL back quickly
     rclpy.init(args=args if args is not None else sys.argv)
     node = None
