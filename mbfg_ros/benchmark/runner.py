@@ -116,34 +116,50 @@ def run_grid(options: GridOptions, *, jobs: int = 1, results: Path | None = None
              on_record: Callable[[dict], None] | None = None) -> list[dict]:
     """Run every (cell, seed) of ``options`` with ``options.methods``; returns the records.
 
-    ``results``: a JSON-lines file each finished run is appended to (``resume`` keeps its
-    complete runs and skips them; otherwise it is started afresh).
+    ``results``: a JSON-lines file each finished run is appended to. With ``resume`` its runs
+    are kept and only what is missing runs (new cells or seeds, or methods a run lacks, whose
+    figures are merged into it); otherwise the file is started afresh.
     """
     from tqdm import tqdm
 
     methods = tuple(options.methods)
-    done: dict[tuple[str, int], dict] = {}
+    previous: dict[tuple[str, int], dict] = {}
     if results is not None:
         results.parent.mkdir(parents=True, exist_ok=True)
         if resume:
             for r in load_records(results):
-                if set(methods) <= set(r.get("methods", {})):
-                    done[(r["key"], r["seed"])] = r
-        else:
-            results.write_text("")
+                key = (r["key"], r["seed"])
+                if key in previous:                      # merge partial records of one run
+                    previous[key]["methods"].update(r["methods"])
+                else:
+                    previous[key] = r
     wanted = tasks(options)
-    todo = [(options, c, s, methods) for c, s in wanted if (c.key, s) not in done]
-    records = [done[(c.key, s)] for c, s in wanted if (c.key, s) in done]
-    if resume and results is not None:
-        results.write_text("".join(json.dumps(r) + "\n" for r in records))
+    records: list[dict] = []
+    todo = []
+    partial: dict[tuple[str, int], dict] = {}
+    for c, s in wanted:
+        old = previous.get((c.key, s))
+        missing = tuple(m for m in methods if old is None or m not in old["methods"])
+        if not missing:
+            records.append({**old, "methods": {m: old["methods"][m] for m in methods}})
+        else:
+            todo.append((options, c, s, missing))
+            if old is not None:
+                partial[(c.key, s)] = old
+    if results is not None:                  # keep every previous run as it was, in full
+        results.write_text("".join(json.dumps(r) + "\n" for r in previous.values()))
     bar = tqdm(total=len(wanted), initial=len(records), desc="benchmark runs", unit="run",
                file=sys.stderr, disable=not progress, dynamic_ncols=True)
 
     def finished(rec: dict) -> None:
-        records.append(rec)
+        old = partial.get((rec["key"], rec["seed"]))
+        if old is not None:                              # methods added to a finished run
+            rec = {**old, "methods": {**old["methods"], **rec["methods"]}}
         if results is not None:
             with results.open("a") as fh:
                 fh.write(json.dumps(rec) + "\n")
+        rec = {**rec, "methods": {m: rec["methods"][m] for m in methods if m in rec["methods"]}}
+        records.append(rec)
         if on_record is not None:
             on_record(rec)
         bar.set_postfix_str(f"{rec['key']} seed {rec['seed']}", refresh=False)

@@ -53,3 +53,21 @@ def test_tiny_grid_end_to_end(tmp_path, capsys):
     assert main([*argv, "--resume"]) == 0
     assert "1 runs" in capsys.readouterr().out
     assert len((out / "results.jsonl").read_text().splitlines()) == 1
+
+
+def test_resume_adds_methods_to_finished_runs(tmp_path, capsys):
+    out = tmp_path / "bench"
+    base = ["benchmark", "--quick", "--mechanisms", "five_bar", "--sensors", "encoder", "--periods", "10",
+            "--duration", "0.5", "--out", str(out), "--no-progress"]
+    assert main([*base, "--methods", "dekf"]) == 0
+    assert main([*base, "--methods", "dekf,error_ekf", "--resume"]) == 0
+    lines = (out / "results.jsonl").read_text().splitlines()
+    merged = json.loads(lines[-1])
+    assert set(merged["methods"]) == {"dekf", "error_ekf"}
+    # asking for fewer methods reports only those and keeps the file whole
+    assert main([*base, "--methods", "error_ekf", "--resume"]) == 0
+    doc = json.loads((out / "results.json").read_text())
+    assert set(doc["runs"][0]["methods"]) == {"error_ekf"}
+    last = json.loads((out / "results.jsonl").read_text().splitlines()[-1])
+    assert set(last["methods"]) == {"dekf", "error_ekf"}
+    capsys.readouterr()
