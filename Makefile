@@ -28,7 +28,7 @@ check-examples: setup
 	@for f in config/*.yaml; do $(MBFG) check $$f || exit 1; done
 
 bench-quick: setup
-	@$(MBFG) benchmark --quick
+	@$(MBFG) benchmark --quick --jobs 2
 
 bench-perf: setup
 	@$(MBFG) benchmark --perf
