@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
     log_dir = out / "logs"
     env = ros_environment(log_dir)
     description = sim_rig_description(config, duration=args.duration,
-                                       rig_parameters={"initial_error": [args.initial_error]})
+                                       rig_parameters={"initial_error": [args.initial_error],
+                                                       "wait_for_truth": True})
     procs = NodeProcesses(description, log_dir, env)
     _terminate_as_interrupt()
     sensors = [s.name for s in mech.config.sensors.all()]

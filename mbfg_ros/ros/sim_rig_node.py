@@ -67,6 +67,8 @@ SIM_RIG_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("wait_for_subscribers", int, 0, "before time starts, wait until every sensor "
                   "topic has this many subscribers (e.g. 1: the estimator), at most wait_timeout",
                   "", 0, 1000),
+    ParameterSpec("wait_for_truth", bool, False, "before time starts, also wait for a subscriber "
+                  "of the ground truth's joint_states (a test or demo watching the run)"),
     ParameterSpec("wait_timeout", float, 30.0, "longest wait for subscribers", "s", 0.0, 3600.0),
     ParameterSpec("qos_depth", int, 1000, "history depth of every publisher (reliable)", "messages",
                   1, 100000),
@@ -313,14 +315,17 @@ class SimRigNode(Node):
 
     def _wait_for_subscribers(self) -> None:
         want, limit = self.settings["wait_for_subscribers"], self.settings["wait_timeout"]
-        if not want:
+        need = {t: want for t in {ch.topic for ch in self.rig.channels}} if want else {}
+        if self.settings["wait_for_truth"] and self.rig.publish_truth:
+            truth_ns = (self.rig.truth.config.truth_namespace or "/truth").rstrip("/")
+            need[f"{truth_ns}/joint_states"] = max(need.get(f"{truth_ns}/joint_states", 0), 1)
+        if not need:
             return
-        topics = sorted({ch.topic for ch in self.rig.channels})
         end = time.monotonic() + limit
         while rclpy.ok() and not self._stop.is_set():
-            missing = [t for t in topics if self.count_subscribers(t) < want]
+            missing = sorted(t for t, n in need.items() if self.count_subscribers(t) < n)
             if not missing:
-                self.get_logger().info(f"{want} subscriber(s) on every sensor topic: starting")
+                self.get_logger().info("the subscribers are there: starting")
                 return
             if time.monotonic() >= end:
                 self.get_logger().warning(f"no subscriber on {', '.join(missing)} after {limit:g} s: "

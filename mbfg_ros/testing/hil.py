@@ -59,6 +59,8 @@ class HilRun:
         self.log_dir = Path(log_dir)
         self.duration = float(duration)
         self.mech = load_mechanism(self.config)
+        # the rig starts once the estimator and this process's monitor subscribe
+        rig = {"wait_for_truth": True, **(rig or {})}
         self.description = description or sim_rig_description(
             self.config, use_sim_time=use_sim_time, duration=self.duration, rig_parameters=rig,
             estimator_parameters=estimator)
