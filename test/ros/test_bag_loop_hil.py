@@ -25,7 +25,8 @@ def test_bag_loop_resets_the_estimator_once_per_jump(four_bar, tmp_path):
     write_simulation_bag(bag, four_bar, synthesize(trajectory, SensorOptions()),
                          ground_truth(trajectory, 200.0))
     description = replay_description(str(bag), str(CONFIG / "four_bar.yaml"), loop=True)
-    with HilRun(CONFIG / "four_bar.yaml", tmp_path / "logs", description=description) as run:
+    with HilRun(CONFIG / "four_bar.yaml", tmp_path / "logs", description=description,
+                watch=("joint_states", "/diagnostics")) as run:
         run.wait_for_estimates(timeout=90)
         run.wait_for_status(
             lambda m: m.node_status("outputs") is not None

@@ -94,7 +94,8 @@ def test_every_output_topic_has_the_right_names_frames_and_rates(wall_run, four_
 def sim_time_run(tmp_path_factory):
     """7 s of rig time on /clock; the load cell goes silent at 2.5 s."""
     run = HilRun(FOUR_BAR, tmp_path_factory.mktemp("sim_time_run"), duration=7.0, use_sim_time=True,
-                 rig={"mute_sensors": ["rocker_pin_load"], "mute_after": 2.5})
+                 rig={"mute_sensors": ["rocker_pin_load"], "mute_after": 2.5},
+                 watch=("joint_states", "/diagnostics"))
     with run:
         run.wait_for_estimates(timeout=90)
         yield run
