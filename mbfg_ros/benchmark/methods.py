@@ -11,6 +11,7 @@ Methods (keys for ``--methods``):
 | dekf | DEKF on the independent coordinates (paper 3.1.2) |
 | ukf | UKF on the independent coordinates, filterpy (paper 3.1.3) |
 | error_ekf | errorEKF: error-state EKF beside a multibody simulation (paper 3.3) |
+| diekf_pm | DIEKFpm: iterated EKF in dependent coordinates, constraints as perfect measurements (3.2.1) |
 | batch | reference: Levenberg-Marquardt over the whole recording, mbfg_ros factors (paper 3.4) |
 | mbfg_online, mbfg_lagged | mbfg_ros: newest estimate per keyframe; estimate smoothed over the lag |
 | mbfg_online_g, mbfg_lagged_g | the same with online gravity estimation |
@@ -28,6 +29,7 @@ import numpy as np
 
 from mbfg_ros.benchmark.estimator_tuning import estimator_config
 from mbfg_ros.benchmark.observers.dekf import DEKF
+from mbfg_ros.benchmark.observers.diekf_pm import DIEKFpm
 from mbfg_ros.benchmark.observers.error_ekf import ErrorEKF
 from mbfg_ros.benchmark.observers.independent_model import IndependentModel
 from mbfg_ros.benchmark.observers.observer import run_observer
@@ -52,6 +54,7 @@ METHODS: dict[str, MethodSpec] = {m.key: m for m in (
     MethodSpec("dekf", "DEKF", "baseline", "dekf"),
     MethodSpec("ukf", "UKF", "baseline", "ukf"),
     MethodSpec("error_ekf", "errorEKF", "baseline", "error_ekf"),
+    MethodSpec("diekf_pm", "DIEKFpm", "baseline", "diekf_pm"),
     MethodSpec("batch", "batch (LM)", "reference", "batch"),
     MethodSpec("mbfg_online", "mbfg online", "mbfg", "mbfg"),
     MethodSpec("mbfg_lagged", "mbfg lagged", "mbfg", "mbfg"),
@@ -104,8 +107,8 @@ def readings_by_step(samples: list[Sample], steps: int, dt: float) -> list[list[
 
 def run_group(group: str, data: RunData) -> dict[str, Track]:
     """Run the methods of ``group`` (see METHODS) over ``data``; {method key: Track}."""
-    if group in ("dekf", "ukf", "error_ekf"):
-        cls = {"dekf": DEKF, "ukf": UKF, "error_ekf": ErrorEKF}[group]
+    if group in ("dekf", "ukf", "error_ekf", "diekf_pm"):
+        cls = {"dekf": DEKF, "ukf": UKF, "error_ekf": ErrorEKF, "diekf_pm": DIEKFpm}[group]
         observer = cls(IndependentModel(data.model), data.dt)
         t0 = time.process_time()
         tr = run_observer(observer, data.readings)

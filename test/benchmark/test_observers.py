@@ -10,7 +10,7 @@ from mbfg_ros.benchmark.methods import run_group
 from mbfg_ros.benchmark.metrics import evaluate
 
 
-@pytest.mark.parametrize("method", ["dekf", "ukf", "error_ekf"])
+@pytest.mark.parametrize("method", ["dekf", "ukf", "error_ekf", "diekf_pm"])
 def test_observer_converges_from_the_initial_error(method):
     data, truth = short_run("four_bar", "encoder", 1.0, 1, duration=1.5)
     track = run_group(method, data)[method]
@@ -24,7 +24,7 @@ def test_observer_converges_from_the_initial_error(method):
     assert m.velocity < 0.5 and m.cpu > 0
 
 
-@pytest.mark.parametrize("method", ["dekf", "error_ekf"])
+@pytest.mark.parametrize("method", ["dekf", "error_ekf", "diekf_pm"])
 def test_observer_follows_a_gyro(method):
     data, truth = short_run("five_bar", "gyro", 1.0, 5, duration=1.5)
     track = run_group(method, data)[method]

@@ -158,28 +158,39 @@ class IndependentModel:
                 out.append(np.atleast_1d(mech.gyro(d, ch.index, q, v, derivatives=False)))
         return np.concatenate(out) if out else np.zeros(0)
 
-    def measure_jacobian(self, names: list[str], q: np.ndarray, v: np.ndarray
-                         ) -> tuple[np.ndarray, np.ndarray]:
-        """(h, H): predicted readings and H = [dh/dz, dh/dz'] (rows, 2 g) at a consistent (q, v)."""
-        mech, d, g = self.mech, self.data, self.g
-        R = self.velocity_matrix(q)
-        Rv = None
-        hs, Hs = [], []
+    def sensor_jacobians(self, names: list[str], q: np.ndarray, v: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(h, h_q, h_v): predicted readings and their Jacobians (rows, n) with respect to the
+        joint coordinates and rates (for filters in dependent coordinates)."""
+        mech, d, n = self.mech, self.data, self.mech.n
+        hs, Hq, Hv = [], [], []
         for name in names:
             ch = self.channels[name]
             if ch.kind == "encoder":
                 j = mech.encoders[ch.index].index
+                row = np.zeros((1, n))
+                row[0, j] = 1.0
                 hs.append(np.array([q[j]]))
-                Hs.append(np.concatenate([R[j], np.zeros(g)])[None, :])
-                continue
-            y, y_q, y_v = mech.gyro(d, ch.index, q, v)
-            if Rv is None:
-                Rv = self._velocity_derivative(q, v, R)
-            hs.append(np.atleast_1d(y))
-            Hs.append(np.hstack([y_q @ R + y_v @ Rv, y_v @ R]))
+                Hq.append(row)
+                Hv.append(np.zeros((1, n)))
+            else:
+                y, y_q, y_v = mech.gyro(d, ch.index, q, v)
+                hs.append(np.atleast_1d(y))
+                Hq.append(np.atleast_2d(y_q))
+                Hv.append(np.atleast_2d(y_v))
         if not hs:
-            return np.zeros(0), np.zeros((0, 2 * g))
-        return np.concatenate(hs), np.vstack(Hs)
+            return np.zeros(0), np.zeros((0, n)), np.zeros((0, n))
+        return np.concatenate(hs), np.vstack(Hq), np.vstack(Hv)
+
+    def measure_jacobian(self, names: list[str], q: np.ndarray, v: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """(h, H): predicted readings and H = [dh/dz, dh/dz'] (rows, 2 g) at a consistent (q, v)."""
+        h, Hq, Hv = self.sensor_jacobians(names, q, v)
+        R = self.velocity_matrix(q)
+        Hz = Hq @ R
+        if np.any(Hv):
+            Hz = Hz + Hv @ self._velocity_derivative(q, v, R)
+        return h, np.hstack([Hz, Hv @ R])
 
     def _velocity_derivative(self, q: np.ndarray, v: np.ndarray, R: np.ndarray) -> np.ndarray:
         """dv/dz (n, g) at fixed z': v[dof] = z' does not move; the dependent rates follow
