@@ -204,6 +204,34 @@ def verdict_text(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def verdict_markdown(rows: list[dict]) -> str:
+    """The verdict as a Markdown table: per cell, the best baseline filter and each mbfg_ros
+    variant's position RMSE with its ratio to it (bold where the variant beats it)."""
+    variants = [v for v in MBFG_VARIANTS if any(v in r["variants"] for r in rows)]
+    head = ["cell", "best baseline (rad)", "batch (rad)"] + [METHODS[v].label for v in variants]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if r["best_baseline"]:
+            base = f"{METHODS[r['best_baseline']].label} {r['best_baseline_position']:.3g}"
+        else:
+            base = "all failed (" + ", ".join(f"{METHODS[k].label} {v}" for k, v in r["baseline_failures"].items()) + ")"
+        batch = (f"{r['batch_position']:.3g}" if r["batch_position"] is not None
+                 else (f"failed {r['batch_failures']}" if r["batch_failures"] else "-"))
+        cells = [r["key"], base, batch]
+        for v in variants:
+            x = r["variants"].get(v)
+            if x is None:
+                cells.append("-")
+            elif x["position"] is None:
+                cells.append(f"failed {x['failures']}")
+            else:
+                text = f"{x['position']:.3g}"
+                text += f" (x{x['ratio']:.2f})" if x["ratio"] is not None else " (only one)"
+                cells.append(f"**{text}**" if x["beats"] else text)
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 # --------------------------------------------------------------------------------------------
 # files
 def write_json(path: Path, options: dict, records: list[dict], summaries: list[Summary],

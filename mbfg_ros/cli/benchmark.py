@@ -76,8 +76,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o = p.add_argument_group("execution and output")
     o.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
     o.add_argument("--out", type=Path, metavar="DIR",
-                   help="write results.jsonl (as runs finish), results.json, results.csv, table.txt and "
-                        "figures/*.png here")
+                   help="write results.jsonl (as runs finish), results.json, results.csv, table.txt, "
+                        "verdict.md and figures/*.png here")
     o.add_argument("--resume", action="store_true",
                    help="keep the finished runs of DIR/results.jsonl and run only the missing ones")
     o.add_argument("--json", metavar="FILE", help="write every figure as JSON")
@@ -158,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
             _writable_dir(option, path)
 
     from mbfg_ros.benchmark.figures import write_figures
-    from mbfg_ros.benchmark.report import summarize, table, verdict_text, verdicts, write_csv, write_json
+    from mbfg_ros.benchmark.report import (summarize, table, verdict_markdown, verdict_text, verdicts,
+                                           write_csv, write_json)
     from mbfg_ros.benchmark.runner import run_grid
 
     n_runs = len(options.cells()) * len(options.seeds)
@@ -178,7 +179,9 @@ def run(args: argparse.Namespace) -> int:
         write_json(args.out / "results.json", options.describe(), records, summaries, extra)
         write_csv(args.out / "results.csv", records, summaries)
         (args.out / "table.txt").write_text(text)
-        written += [args.out / "results.json", args.out / "results.csv", args.out / "table.txt"]
+        (args.out / "verdict.md").write_text(verdict_markdown(verdicts(summaries)))
+        written += [args.out / "results.json", args.out / "results.csv", args.out / "table.txt",
+                    args.out / "verdict.md"]
         written += write_figures(summaries, args.out / "figures")
     if args.json:
         write_json(args.json, options.describe(), records, summaries, extra)

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from mbfg_ros.benchmark.report import best, summarize, table, verdict_text, verdicts, write_csv, write_json
+from mbfg_ros.benchmark.report import (best, summarize, table, verdict_markdown, verdict_text, verdicts, write_csv,
+                                       write_json)
 
 
 def _run(key_period, seed, figures):
@@ -55,6 +56,8 @@ def test_verdicts_compare_with_the_best_baseline_that_never_failed():
     assert r15["best_baseline"] is None and r15["variants"]["mbfg_online"]["beats"]
     text = verdict_text(list(rows.values()))
     assert "every baseline failed" in text and "x5.00" in text
+    md = verdict_markdown(list(rows.values()))
+    assert "**0.006 (x5.00)**" in md and "all failed (DEKF 1/1, UKF 1/1)" in md
 
 
 def test_table_marks_best_and_failures():
