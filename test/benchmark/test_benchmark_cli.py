@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -55,19 +56,19 @@ def test_tiny_grid_end_to_end(tmp_path, capsys):
     assert len((out / "results.jsonl").read_text().splitlines()) == 1
 
 
-def test_resume_adds_methods_to_finished_runs(tmp_path, capsys):
-    out = tmp_path / "bench"
-    base = ["benchmark", "--quick", "--mechanisms", "five_bar", "--sensors", "encoder", "--periods", "10",
-            "--duration", "0.5", "--out", str(out), "--no-progress"]
-    assert main([*base, "--methods", "dekf"]) == 0
-    assert main([*base, "--methods", "dekf,error_ekf", "--resume"]) == 0
-    lines = (out / "results.jsonl").read_text().splitlines()
-    merged = json.loads(lines[-1])
+def test_resume_adds_methods_to_finished_runs(tmp_path):
+    from mbfg_ros.benchmark.grid import GridOptions
+    from mbfg_ros.benchmark.runner import run_grid
+    results = tmp_path / "results.jsonl"
+    base = GridOptions(mechanisms=("five_bar",), sensor_sets=("encoder",), gravity_errors=(1.0,),
+                       periods=(10,), seeds=(0,), duration=0.5)
+    run_grid(replace(base, methods=("dekf",)), results=results, progress=False)
+    recs = run_grid(replace(base, methods=("dekf", "error_ekf")), results=results, resume=True,
+                    progress=False)
+    assert set(recs[0]["methods"]) == {"dekf", "error_ekf"}
+    merged = json.loads(results.read_text().splitlines()[-1])
     assert set(merged["methods"]) == {"dekf", "error_ekf"}
     # asking for fewer methods reports only those and keeps the file whole
-    assert main([*base, "--methods", "error_ekf", "--resume"]) == 0
-    doc = json.loads((out / "results.json").read_text())
-    assert set(doc["runs"][0]["methods"]) == {"error_ekf"}
-    last = json.loads((out / "results.jsonl").read_text().splitlines()[-1])
-    assert set(last["methods"]) == {"dekf", "error_ekf"}
-    capsys.readouterr()
+    recs = run_grid(replace(base, methods=("error_ekf",)), results=results, resume=True, progress=False)
+    assert set(recs[0]["methods"]) == {"error_ekf"}
+    assert set(json.loads(results.read_text().splitlines()[-1])["methods"]) == {"dekf", "error_ekf"}
