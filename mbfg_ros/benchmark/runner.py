@@ -95,8 +95,8 @@ def _work(task: tuple[GridOptions, Cell, int, tuple[str, ...]]) -> dict:
 
 
 def tasks(options: GridOptions) -> list[tuple[Cell, int]]:
-    """(cell, seed) pairs, grouped so a worker reuses its cached truth."""
-    return [(cell, seed) for cell in options.cells() for seed in options.seeds]
+    """(cell, seed) pairs, seed by seed (a grid stopped early holds whole grids of fewer seeds)."""
+    return [(cell, seed) for seed in options.seeds for cell in options.cells()]
 
 
 def load_records(path: Path) -> list[dict]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import signal
 import sys
 import time
 from dataclasses import replace
@@ -129,6 +130,10 @@ def _options(args: argparse.Namespace):
     return options
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _writable_dir(option: str, path: Path) -> None:
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -167,8 +172,12 @@ def run(args: argparse.Namespace) -> int:
           f"{options.duration:g} s, methods: {', '.join(options.methods)}; {args.jobs} job(s)", flush=True)
     t0 = time.perf_counter()
     results = args.out / "results.jsonl" if args.out else None
-    records = run_grid(options, jobs=args.jobs, results=results, resume=args.resume,
-                       progress=not args.no_progress)
+    previous = signal.signal(signal.SIGTERM, _interrupt)   # stop the workers too on `kill`
+    try:
+        records = run_grid(options, jobs=args.jobs, results=results, resume=args.resume,
+                           progress=not args.no_progress)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     wall = time.perf_counter() - t0
     summaries = summarize(records)
     text = table(summaries) + verdict_text(verdicts(summaries))
