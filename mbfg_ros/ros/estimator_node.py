@@ -199,7 +199,8 @@ class EstimatorNode(Node):
 
         # outputs
         self._pub = {}
-        out_qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE,
+        # reliable, 5 s of keyframes kept for a slow subscriber (rviz, a Python tool)
+        out_qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
                              durability=DurabilityPolicy.VOLATILE, history=HistoryPolicy.KEEP_LAST)
         for topic, msgtype in outputs.output_topics(mech, self.names, p["publish_covariance"]).items():
             if topic in ("/tf", "/tf_static"):

@@ -7,8 +7,8 @@ the estimates stamped at least 2 s after the first one:
 
 - crank angle RMSE < 0.01 rad (observed ~0.002), crank velocity RMSE < 0.05 rad/s (~0.005);
 - coupler-rocker reaction force RMSE < 5 % of its RMS (and < 3 N; observed ~0.1 N of ~65 N);
-- outputs stamped at every keyframe: median stamp spacing 5 ms (200 Hz), and ~/joint_states
-  at 200 Hz within 5 % counting every message received.
+- outputs stamped at every keyframe: median stamp spacing 5 ms (200 Hz), and one
+  ~/joint_states published per keyframe (the node's own counts on /diagnostics).
 
 The estimator may run behind real time on a loaded machine: the tests wait until it has
 processed everything the rig sent (``wait_caught_up``) instead of asserting any timing.
@@ -73,8 +73,11 @@ def test_every_output_topic_has_the_right_names_frames_and_rates(wall_run, four_
         # one message per keyframe: stamps 5 ms apart (the median spacing does not depend on
         # whether the test process kept up with every message)
         assert m.topics[topic].stamp_period() == pytest.approx(0.005, rel=1e-3), topic
-    js = m.topics[names.topic("joint_states")]
-    assert js.stamp_rate() == pytest.approx(200.0, rel=0.05), (js.count, wall_run.logs_tail())
+    # the node published one ~/joint_states per keyframe (its own count, which does not depend
+    # on this process keeping up)
+    out = m.node_status("outputs").values
+    solver = m.node_status("solver").values
+    assert int(out[f"published {names.topic('joint_states')}"]) == int(solver["keyframes"]) > 1000
     assert m.topics[names.topic("forces/coupler_rocker")].frame_ids == {"rocker_tip"}
     cell = four_bar.load_cells[0].config.name
     assert m.topics[names.topic(f"forces/{cell}")].frame_ids == {load_cell_frame(four_bar, 0)}
