@@ -30,7 +30,7 @@ from rosbags.highlevel import AnyReader, AnyReaderError
 from mbfg_ros.errors import ConfigError, MbfgError
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.bag_reader import bag_topics
-from mbfg_ros.io.sensor_inputs import InputRouter, Reading, TopicRoute
+from mbfg_ros.io.sensor_inputs import InputRouter, TopicRoute
 from mbfg_ros.io.simulation_messages import truth_topics
 from mbfg_ros.model.mechanism import Mechanism
 
@@ -154,7 +154,7 @@ class BagInput:
     # ----------------------------------------------------------------------------------------
     def records(self) -> Iterator[tuple[str, str, int, object]]:
         """(kind, topic, log time ns, payload) in the bag's log-time order: kind ``sensor`` with
-        a list of :class:`Reading` (possibly empty: the problem is counted), kind ``truth`` with
+        a list of :class:`~mbfg_ros.io.sensor_inputs.Reading` (possibly empty: the problem is counted), kind ``truth`` with
         the deserialized message."""
         try:
             reader = AnyReader([self.path], default_typestore=msgs.typestore())

@@ -1,8 +1,6 @@
 """A simulated bag through replay_bag: accuracy against the truth, the node's output topics,
-lagged output, both storages and a rosbag1."""
+lagged output, both storages and a rosbag1, other rigs, reading and writing in own processes."""
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 import pytest
