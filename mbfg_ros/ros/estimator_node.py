@@ -95,7 +95,7 @@ ESTIMATOR_PARAMETERS: tuple[ParameterSpec, ...] = (
                   "messages", 1, 100000),
     ParameterSpec("max_queue", int, 100000, "readings that may wait for the estimator; beyond it "
                   "readings are dropped and counted (ERROR on /diagnostics)", "readings", 1, 10000000),
-    ParameterSpec("reorder_window", float, 0.05, "how long a reading may wait for the other "
+    ParameterSpec("reorder_window", float, 0.2, "how long a reading may wait for the other "
                   "topics to catch up, so that bursts are fed in stamp order", "s", 0.0, 10.0),
     ParameterSpec("diagnostics_period", float, 1.0, "period of /diagnostics (steady clock)", "s",
                   0.05, 60.0),
@@ -562,6 +562,20 @@ class EstimatorNode(Node):
             values[f"messages {topic}"] = self.queue.messages.get(topic, 0)
         for status, count in sorted(self.status_counts.items()):
             values[f"samples {status}"] = count
+        # samples that never arrived (lost before the node: a best-effort transport in a burst,
+        # a rig that skips): expected from each sensor's nominal rate over its stamps
+        rates = {s.name: s.rate for s in self.mech.config.sensors.all()}
+        worst = 0.0
+        for name, c in self.estimator.counts().items():
+            if name in rates and c.first_stamp is not None and c.last_stamp > c.first_stamp:
+                expected = (c.last_stamp - c.first_stamp) * rates[name] + 1
+                missing = max(0.0, 1.0 - c.received / expected)
+                values[f"missing {name}"] = f"{100 * missing:.1f} %"
+                worst = max(worst, missing)
+        if worst > 0.05 and level == outputs.OK:
+            level, message = outputs.WARN, (f"a sensor delivered {100 * worst:.0f} % fewer samples "
+                                            "than its configured rate (lost in transport, or the "
+                                            "rig publishes slower; see missing ...)")
         lat = np.fromiter(self._latency, float) if self._latency else np.zeros(0)
         out_values = {"stamp_to_publish_mean_ms": float(lat.mean()) if lat.size else 0.0,
                       "stamp_to_publish_p99_ms": float(np.percentile(lat, 99)) if lat.size else 0.0,

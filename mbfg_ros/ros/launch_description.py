@@ -9,9 +9,9 @@ Descriptions (their arguments are the launch arguments, :data:`LAUNCH_ARGUMENTS`
 
 - :func:`estimator_description`: the ``estimator`` node (``mbfg_estimator``) for a config,
   with ``urdf`` or ``robot_description``, ``use_sim_time``, namespace and log level;
-- :func:`sim_rig_description`: the ``sim_rig`` node and the estimator (and rviz2 with
-  ``config/four_bar.rviz`` when ``rviz``); with ``use_sim_time`` the rig publishes /clock and
-  the estimator follows it;
+- :func:`sim_rig_description`: the ``sim_rig`` node and the estimator (subscribing reliably,
+  as the rig publishes; and rviz2 with ``config/four_bar.rviz`` when ``rviz``); with
+  ``use_sim_time`` the rig publishes /clock and the estimator follows it;
 - :func:`replay_description`: ``ros2 bag play BAG --clock`` (in the pip environment its stand-in
   :mod:`mbfg_ros.ros.bag_player`) and the estimator with ``use_sim_time``.
 """
@@ -206,7 +206,10 @@ def sim_rig_description(config: str = "", use_sim_time: Any = False, rviz: Any =
     rig_params.update(rig_parameters or {})
     nodes = [NodeSpec("sim_rig", "sim_rig", "mbfg_ros.ros.sim_rig_node", namespace, rig_params,
                       (), _level(log_level), required=True),
-             _estimator(config, "", "", sim_time, namespace, log_level, estimator_parameters, (), False)]
+             # the simulated rig publishes reliably: subscribe reliably too, so a burst (a
+             # busy machine) is delivered instead of dropped in transport
+             _estimator(config, "", "", sim_time, namespace, log_level,
+                        {"sensor_qos": "reliable", **(estimator_parameters or {})}, (), False)]
     processes = []
     if _bool("rviz", rviz):
         processes.append(ProcessSpec("rviz2", ("rviz2", "-d", default_rviz())))
