@@ -46,6 +46,8 @@ from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.outputs import ClosureForce, Estimate, Forces, Health, SensorCounts
 from mbfg_ros.estimation.smoother import FixedLagSmoother, SolverFailure
 from mbfg_ros.estimation.step import LinearizationError, Step, TaggedFactor, linearize_step
+from mbfg_ros.errors import AssemblyError
+from mbfg_ros.model.assembly import assemble, solve_velocity
 from mbfg_ros.model.assembly import initial_state as assembled_initial_state
 from mbfg_ros.model.config import EstimatorConfig
 from mbfg_ros.model.mechanism import Mechanism
@@ -109,6 +111,9 @@ class Estimator:
             s = COMMAND_PREFIX + name
             self._sensors[s] = _Sensor(s, "command", mechanism.index[name])
         self._measuring = [s for s in self._sensors.values() if s.kind != "command"]
+        # every live stream, known-input commands included, holds a keyframe back until it
+        # has reported past it (so a keyframe never closes before its command arrived)
+        self._streams = list(self._sensors.values())
         self._initial_q = initial_q
         self._initial_v = initial_v
         self._integration = IntegrationFactor(self.lay, self.h, self.cfg)
@@ -117,6 +122,7 @@ class Estimator:
         self._command_t: dict[int, list[float]] = {}
         self._command_y: dict[int, list[float]] = {}
         self._next_key = 0
+        self._branch_hint: np.ndarray | None = None   # the last estimated q (survives restarts)
         self._start_fresh(None)
         if freeze_gc:
             gc.collect()
@@ -137,14 +143,39 @@ class Estimator:
         return np.asarray(out, float)
 
     def _initial_state(self) -> np.ndarray:
+        """The state keyframe 0 starts from: ``initial_q``/``initial_v`` if given; else, with
+        ``initial_pose: sensors`` and encoders on every DOF, the assembly at the first encoder
+        readings (branch from the last estimate, or the config's hint); else the config's initial
+        assembly."""
         mech, lay = self.mech, self.lay
         if self._initial_q is not None:
             q = np.asarray(self._initial_q, float)
             v = np.zeros(mech.n) if self._initial_v is None else np.asarray(self._initial_v, float)
         else:
             q, v = assembled_initial_state(mech, self.data)
+            z = self._dof_from_encoders() if self.cfg.initial_pose == "sensors" else None
+            if z is not None:
+                hint = self._branch_hint if self._branch_hint is not None else q
+                try:
+                    q = assemble(mech, self.data, z, hint).q
+                    v = solve_velocity(mech, self.data, q, np.zeros(len(mech.dof)))
+                except AssemblyError:
+                    pass                              # keep the config's assembly
         a, lam = mech.forward_dynamics(self.data, q, v)
         return lay.pack(q, v, a, lam)
+
+    def _dof_from_encoders(self) -> np.ndarray | None:
+        """The earliest queued encoder reading of every DOF coordinate, or None if one is missing."""
+        mech = self.mech
+        first: dict[int, tuple[float, float]] = {}
+        for p in self._pending:
+            if p.sensor.kind == "encoder":
+                j = mech.encoders[p.sensor.index].index
+                if j not in first or p.stamp < first[j][0]:
+                    first[j] = (p.stamp, float(p.value[0]))
+        if not all(int(j) in first for j in mech.dof):
+            return None
+        return np.array([first[int(j)][1] for j in mech.dof])
 
     def _prior_sigmas(self) -> np.ndarray:
         nz, lay = self.cfg.noise, self.lay
@@ -161,7 +192,10 @@ class Estimator:
         return sig
 
     def _start_fresh(self, x_start: np.ndarray | None, prior_sigma: np.ndarray | None = None) -> None:
-        """(Re)start; the next sample opens keyframe 0 at its stamp (keys stay unique)."""
+        """(Re)start; the next sample opens keyframe 0 at its stamp (keys stay unique). Samples
+        still queued are counted as discarded."""
+        for p in getattr(self, "_pending", []):
+            p.sensor.counts.discarded += 1
         self.smoother = FixedLagSmoother(capacity=2 * self.window + 64)
         self._x_start = x_start
         self._prior_sigma = prior_sigma
@@ -327,7 +361,7 @@ class Estimator:
             if self._latest_stamp >= t + self.cfg.sensor_wait:
                 self._close(self._closed + 1)
                 continue
-            live = [s for s in self._measuring if self._live(s)]
+            live = [s for s in self._streams if self._live(s)]
             if live and all(s.run_last >= t for s in live):
                 self._close(self._closed + 1)
                 continue
@@ -446,6 +480,8 @@ class Estimator:
             if self._recovering:
                 # the fresh start failed too: drop this keyframe's samples, restart from the config
                 self._recovering = False
+                for p in samples:
+                    p.sensor.counts.discarded += 1
                 self.health.last_recovery += f"; restart failed ({exc}), back to the initial state"
                 self._start_fresh(None)
                 return
@@ -613,6 +649,7 @@ class Estimator:
             sig[self.lay.V] = min(self.cfg.noise.prior_velocity, 0.5)
         t = self._time(k)
         keep_pending = self._pending
+        self._pending = []                      # re-queued below, not discarded
         self._start_fresh(x_start, sig)
         self._open(t)
         self._pending = [p for p in samples if p.stamp >= t - 1e-12] + keep_pending
@@ -660,6 +697,7 @@ class Estimator:
         else:
             self._out.append(e)
             self._last = e
+            self._branch_hint = e.q
 
     def estimate(self) -> Estimate | None:
         """The newest (filtered) estimate."""

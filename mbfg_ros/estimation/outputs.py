@@ -52,13 +52,15 @@ class Forces:
 @dataclass
 class SensorCounts:
     """Every sample of a sensor ends in exactly one of: used, late (used, arrived after its
-    keyframe closed), too_old (dropped: older than the window), rejected (not finite, duplicate
-    stamp, or a stamp before the estimator started); ``downweighted`` counts used samples the
-    robust loss treated as outliers."""
+    keyframe closed), too_old (dropped: older than the window, or stamped before the run
+    started), rejected (not finite, or a duplicate stamp), discarded (queued when a reset or a
+    failed recovery restarted the estimator), or pending (queued for a keyframe not yet closed);
+    ``downweighted`` counts used samples the robust loss treated as outliers."""
     received: int = 0
     used: int = 0
     late: int = 0
     too_old: int = 0
+    discarded: int = 0
     rejected_nonfinite: int = 0
     rejected_duplicate: int = 0
     downweighted: int = 0

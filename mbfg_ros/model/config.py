@@ -179,6 +179,7 @@ class EstimatorConfig:
     lag: float = 1.0
     integrator: str = "trapezoidal"
     sensor_wait: float = 0.01
+    initial_pose: str = "sensors"
     gauss_newton_iterations: int = 0
     relinearize_budget: int = 50
     relinearize_threshold: float = 3e-3
@@ -340,6 +341,7 @@ def _estimator(root: YamlNode) -> EstimatorConfig:
         lag=e.float("lag", d.lag, positive=True),
         integrator=e.str("integrator", d.integrator, choices=INTEGRATORS),
         sensor_wait=e.float("sensor_wait", d.sensor_wait, nonnegative=True),
+        initial_pose=e.str("initial_pose", d.initial_pose, choices=("sensors", "config")),
         gauss_newton_iterations=iters, relinearize_budget=relin,
         relinearize_threshold=e.float("relinearize_threshold", d.relinearize_threshold, positive=True),
         relinearize_window=e.bool("relinearize_window", d.relinearize_window),

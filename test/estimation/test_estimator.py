@@ -29,8 +29,9 @@ BOUNDS = {
 
 @pytest.mark.parametrize("rig", sorted(BOUNDS))
 def test_converges_from_a_wrong_initial_pose_and_tracks(rig):
-    run = run_estimator(rig, 4.0)
-    # it starts pi/16 off ...
+    mech = config_mechanism(rig)
+    run = run_estimator(rig, 4.0, estimator_config=with_estimator(mech, initial_pose="config"))
+    # it starts pi/16 off (encoders pull the first estimate most of the way at once) ...
     assert np.max(np.abs(run.errors("q")[0])) > 0.15 or rig in ("four_bar", "five_bar")
     bq, bv, ba = BOUNDS[rig]
     assert np.all(run.rmse("q") < bq), run.rmse("q")
@@ -191,3 +192,23 @@ def test_lagged_estimates_and_covariance(four_bar):
     assert P.shape == (2, 2) and np.all(np.linalg.eigvalsh(P) > 0)
     # the encoder sees the crank to 1 deg at 1 kHz: the smoothed sigma is well below that
     assert math.sqrt(P[0, 0]) < math.radians(1.0)
+
+
+def test_starts_from_the_encoders_when_they_measure_every_dof(four_bar):
+    """initial_pose: sensors (the default): keyframe 0 is assembled at the first encoder reading."""
+    run = run_estimator("four_bar", 1.0)
+    assert abs(run.errors("q")[0][0]) < 0.05           # not pi/16 off: the encoder said where it is
+    d = four_bar.create_data()
+    assert np.max(np.abs(four_bar.closure_position(d, run.estimates[0].q)[0])) < 1e-3   # m, on a 10 m linkage
+
+
+def test_a_reset_counts_the_samples_it_discards(four_bar):
+    est = Estimator(four_bar, freeze_gc=False)
+    for i in range(1000):
+        est.add_sample("crank_encoder", i * 1e-3, [1.2])
+    for i in range(1000):
+        est.add_sample("crank_encoder", -4 + i * 1e-3, [1.2])
+    est.flush()
+    c = est.counts()["crank_encoder"]
+    assert c.received == c.used + c.late + c.too_old + c.rejected + c.discarded + c.pending
+    assert est.health.resets == 1
