@@ -61,6 +61,8 @@ def filter_equivalent_dynamics_noise(mech: Mechanism, dt: float,
 
 def estimator_config(mech: Mechanism, estimate_gravity: bool, dt: float, dynamics: float) -> EstimatorConfig:
     """The config's estimator settings with keyframes every ``dt``, ``estimate_gravity`` and the
-    dynamics noise ``dynamics`` (N m per coordinate)."""
-    cfg = replace(mech.config.estimator, estimate_gravity=estimate_gravity, keyframe_rate=1.0 / dt)
+    dynamics noise ``dynamics`` (N m per coordinate). Like the filters, the estimator starts at
+    the config's initial pose (``initial_pose: config``), not at its first encoder reading."""
+    cfg = replace(mech.config.estimator, estimate_gravity=estimate_gravity, keyframe_rate=1.0 / dt,
+                  initial_pose="config")
     return replace(cfg, noise=replace(cfg.noise, dynamics=dynamics))
