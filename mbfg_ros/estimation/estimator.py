@@ -724,11 +724,8 @@ class Estimator:
     def forces(self, e: Estimate) -> Forces:
         """Closure reactions (in frame_b), load-cell readings and actuator efforts of an estimate."""
         mech, d = self.mech, self.data
-        closures = []
-        for i, c in enumerate(mech.closure_configs):
-            f, tq = mech.closure_wrench(d, i, e.q, e.lam)
-            R = mech.frame_placement(d, e.q, mech.frame_id(c.frame_b)).rotation
-            closures.append(ClosureForce(c.name, c.frame_b, R.T @ f, R.T @ tq))
+        closures = [ClosureForce(c.name, c.frame_b, f, tq) for c, (f, tq) in
+                    zip(mech.closure_configs, mech.closure_wrenches_in_frame_b(d, e.q, e.lam))]
         tau = self.known_efforts(e.stamp)
         cells = {}
         for k, cell in enumerate(mech.load_cells):

@@ -258,13 +258,14 @@ class Mechanism:
             start += ROWS[c.type]
         self.m = start
         self.closure_names = [c.name for c in closures]
+        self.closure_groups = [[g for g in self.groups if g.closure == i] for i in range(len(closures))]
         self.closure_frame_ids = frame_ids
         self._slot = slot
 
     def _constant_force_map(self, k: int, cell: LoadCellConfig) -> np.ndarray | None:
         """lam -> reaction force on frame_b (base frame) if the closure's rows all have constant
         directions (points, planar pins): then the map is a constant matrix."""
-        groups = [g for g in self.groups if g.closure == k]
+        groups = self.closure_groups[k]
         if cell.component != "force" or any(g.ukind != "const" or g.wkind != "diff" for g in groups):
             return None
         F = np.zeros((3, self.m))
@@ -355,8 +356,22 @@ class Mechanism:
         Requires nothing else; evaluates the closure frames at q.
         """
         data.frames.position(q)
-        groups = [g for g in self.groups if g.closure == closure]
-        return reaction_wrench(groups, data.frames.frames, lam, self.n)
+        return reaction_wrench(self.closure_groups[closure], data.frames.frames, lam, self.n)
+
+    def closure_wrenches_in_frame_b(self, data: MechanismData, q: np.ndarray,
+                                    lam: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Every closure's (force, torque) on frame_b's body at its origin, expressed in frame_b
+        (N, N m); one evaluation of the closure frames for all of them."""
+        if self.m == 0:
+            return []
+        fs = data.frames
+        fs.position(q)
+        out = []
+        for groups in self.closure_groups:
+            f, t = reaction_wrench(groups, fs.frames, lam, self.n)
+            R = fs.frames[groups[0].bslot].R
+            out.append((R.T @ f, R.T @ t))
+        return out
 
     # ----------------------------------------------------------------------------------------
     # dynamics
@@ -508,7 +523,7 @@ class Mechanism:
         if kind == "closure":
             fs = data.frames
             fs.position(q)
-            groups = [g for g in self.groups if g.closure == cell.closure]
+            groups = self.closure_groups[cell.closure]
             f, t, f_q, t_q, f_l, t_l = reaction_wrench(groups, fs.frames, lam, n, with_derivatives=True)
             F = fs.frames[cell.frame_slot]
             e = F.R @ cell.axis
@@ -543,8 +558,7 @@ class Mechanism:
             return fext
         fs = data.frames
         fs.position(q)
-        for k in range(len(self.closure_configs)):
-            groups = [g for g in self.groups if g.closure == k]
+        for groups in self.closure_groups:
             A = fs.frames[groups[0].aslot]
             B = fs.frames[groups[0].bslot]
             fB, tB = reaction_wrench(groups, fs.frames, lam, self.n)
