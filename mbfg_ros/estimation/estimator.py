@@ -211,6 +211,8 @@ class Estimator:
         self._steps: deque[Step] = deque(maxlen=2 * self.window + 1)
         self._lin1: np.ndarray | None = None
         self._lin0: np.ndarray | None = None
+        self._scan_count = 0
+        self._scan_active = True
         self._latest_stamp = -math.inf
         self._out: list[Estimate] = []
         self._out_lagged: list[Estimate] = []
@@ -267,7 +269,7 @@ class Estimator:
         c = s.counts
         c.received += 1
         value = np.atleast_1d(np.asarray(value, float))
-        if not (math.isfinite(stamp) and np.all(np.isfinite(value))):
+        if not (math.isfinite(stamp) and math.isfinite(value.sum())):      # NaN/Inf propagate
             c.rejected_nonfinite += 1
             return "rejected_nonfinite"
         if s.kind == "gyro" and value.size != 3:
@@ -554,10 +556,21 @@ class Estimator:
         keys = self.smoother.keys
         if budget <= 0 or len(keys) < 2:
             return
-        X = self.smoother.all_estimates()             # rows: keys[0] .. keys[-1]
-        rows = self.smoother.rows()
         n, th = self.lay.n, self.cfg.relinearize_threshold
         vth = self.cfg.relinearize_velocity_factor * th
+        # Scanning the window costs a read of every keyframe's delta; while tracking only the
+        # newest steps move, so the window is scanned every 10th keyframe, whenever the two
+        # newest steps moved, and as long as the previous scan still found steps to redo.
+        self._scan_count += 1
+        if not self._scan_active and self._scan_count % 10 and self.cfg.relinearize_window:
+            rows2 = self.smoother.rows()[-3:]
+            x2 = np.stack([self.smoother.estimate(k) for k in keys[-3:]])
+            d = np.maximum(np.abs(x2[1:, :2 * n] - self._lin1[rows2[1:], :2 * n]),
+                           np.abs(x2[:-1, :2 * n] - self._lin0[rows2[1:], :2 * n]))
+            if max(d[:, :n].max() / th, d[:, n:].max() / vth) <= 1.0:
+                return
+        X = self.smoother.all_estimates()             # rows: keys[0] .. keys[-1]
+        rows = self.smoother.rows()
         first = 1 if self.cfg.relinearize_window else max(1, len(keys) - budget)
         # steps k = keys[first:] (their previous keyframe is in the window)
         d1 = np.abs(X[first:, :2 * n] - self._lin1[rows[first:], :2 * n])
@@ -573,6 +586,7 @@ class Estimator:
             d = np.abs(X[0, :2 * n] - self._lin1[rows[0], :2 * n])   # the run's first step
             if max(d[:n].max() / th, d[n:].max() / vth) > 1.0:
                 order.append(0)
+        self._scan_active = bool(order)
         if not order:
             return
 

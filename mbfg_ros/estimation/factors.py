@@ -190,6 +190,11 @@ class KeyframeFactor:
         return r, None, J
 
 
+_ENCODER_CACHE: dict = {}
+"""Hermite weights and index arrays per (joints, fractions) pattern: with encoder rates a
+multiple of the keyframe rate the same pattern recurs every keyframe."""
+
+
 class EncoderBatchFactor:
     """All encoder samples of one step: wrap(y - q_j(t)) / sigma, with q_j(t) interpolated.
 
@@ -202,13 +207,18 @@ class EncoderBatchFactor:
     def __init__(self, lay: StateLayout, h: float, index, s, y, sigma, angular,
                  loss: RobustLossConfig) -> None:
         self.lay, self.loss = lay, loss
-        j = np.asarray(index, int)
-        n, S = lay.n, j.size
-        s = np.asarray(s, float)
-        s2, s3 = s * s, s * s * s
-        self.w = np.stack((2 * s3 - 3 * s2 + 1, (s3 - 2 * s2 + s) * h, -2 * s3 + 3 * s2, (s3 - s2) * h))
-        self.j, self.jv = j, n + j
-        self.rows = np.arange(S)
+        key = (tuple(index), tuple(round(x, 9) for x in s), h, lay.n)
+        cached = _ENCODER_CACHE.get(key)
+        if cached is None:
+            if len(_ENCODER_CACHE) > 256:
+                _ENCODER_CACHE.clear()
+            j = np.asarray(index, int)
+            sa = np.asarray(s, float)
+            s2, s3 = sa * sa, sa * sa * sa
+            w = np.stack((2 * s3 - 3 * s2 + 1, (s3 - 2 * s2 + sa) * h, -2 * s3 + 3 * s2, (s3 - s2) * h))
+            cached = _ENCODER_CACHE[key] = (w, j, lay.n + j, np.arange(j.size))
+        self.w, self.j, self.jv, self.rows = cached
+        S = self.j.size
         self.y = np.asarray(y, float)
         self.inv = 1.0 / np.asarray(sigma, float)
         self.angular = np.asarray(angular, bool)
