@@ -12,8 +12,16 @@ State x = [q, v] (all n joint coordinates and rates). As in the paper:
   Phi(q) = 0 and Phi_q v = 0 as "perfect" measurements (eq. 16; their noise is zero in the
   paper, here a negligible 1e-12 to keep the innovation covariance invertible), and solved by the
   iterated EKF (Gauss-Newton on the update, D. Simon's form
-  x_{i+1} = x^- + K_i (y - h(x_i) - H_i (x^- - x_i))) until the step is below 1e-10 or after
-  ``max_iterations``; the sensor rows are present only at steps with readings.
+  x_{i+1} = x^- + K_i (y - h(x_i) - H_i (x^- - x_i))). As in the toolkit (mbeEstimatorDIEKF_pm,
+  MAX_ERR), another iteration runs only while the constraint error |[Phi; Phi_q v]| at the
+  current iterate is above ``constraint_tolerance`` (1e-3), at most ``max_iterations``; usually
+  one suffices. The sensor rows are present only at steps with readings.
+
+Known difference from the paper: there (natural coordinates) DIEKFpm is the most accurate observer
+on the four-bar with a coupler gyro read every step; here, in relative joint coordinates where the
+gyro is linear in v and sees the position only through the closure, it diverges on that case
+(last-half position RMSE 0.14 rad at +1 m/s^2 over 3 s, worse when iterated to full convergence),
+while it converges with encoders and on the five-bar with gyros.
 """
 from __future__ import annotations
 
@@ -31,7 +39,7 @@ class DIEKFpm:
     name = "DIEKFpm"
 
     def __init__(self, model: IndependentModel, dt: float, tuning: FilterTuning | None = None, *,
-                 max_iterations: int = 10, tolerance: float = 1e-10) -> None:
+                 max_iterations: int = 10, constraint_tolerance: float = 1e-3) -> None:
         self.model = model
         self.dt = dt
         tuning = tuning or FilterTuning()
@@ -43,7 +51,7 @@ class DIEKFpm:
         self.s = model.initial()
         self.x = np.concatenate([self.s.q, self.s.v])
         self.max_iterations = max_iterations
-        self.tolerance = tolerance
+        self.constraint_tolerance = constraint_tolerance
         self.iterations = 0
 
     def predict(self) -> None:
@@ -63,9 +71,11 @@ class DIEKFpm:
         x_minus, P = self.x, self.P
         x = x_minus.copy()
         K = H = None
-        for _ in range(self.max_iterations):
+        for i in range(self.max_iterations):
             q, v = x[:n], x[n:]
             c = mech.closures(m.data, q, v)
+            if i and float(np.linalg.norm(np.concatenate([c.phi, c.phid]))) < self.constraint_tolerance:
+                break
             h, Hq, Hv = m.sensor_jacobians(names, q, v)
             r = np.concatenate([m.residual(names, observed, h) if names else np.zeros(0),
                                 -c.phi, -c.phid])
@@ -74,12 +84,8 @@ class DIEKFpm:
                            np.hstack([c.phid_q, c.phi_q])])
             S = H @ P @ H.T + np.diag(noise)
             K = np.linalg.solve(S, H @ P).T
-            x_new = x_minus + K @ (r - H @ (x_minus - x))
-            step = float(np.max(np.abs(x_new - x)))
-            x = x_new
+            x = x_minus + K @ (r - H @ (x_minus - x))
             self.iterations += 1
-            if step < self.tolerance:
-                break
         self.x = x
         self.P = (np.eye(2 * n) - K @ H) @ P
         self.P = 0.5 * (self.P + self.P.T)
