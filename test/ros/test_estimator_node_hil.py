@@ -74,10 +74,11 @@ def test_every_output_topic_has_the_right_names_frames_and_rates(wall_run, four_
         # whether the test process kept up with every message)
         assert m.topics[topic].stamp_period() == pytest.approx(0.005, rel=1e-3), topic
     # the node published one ~/joint_states per keyframe (its own count, which does not depend
-    # on this process keeping up)
+    # on this process keeping up; the last /diagnostics may be up to a period old, hence
+    # more than half the 1200 keyframes of the run rather than all of them)
     out = m.node_status("outputs").values
     solver = m.node_status("solver").values
-    assert int(out[f"published {names.topic('joint_states')}"]) == int(solver["keyframes"]) > 1000
+    assert int(out[f"published {names.topic('joint_states')}"]) == int(solver["keyframes"]) > 600
     assert m.topics[names.topic("forces/coupler_rocker")].frame_ids == {"rocker_tip"}
     cell = four_bar.load_cells[0].config.name
     assert m.topics[names.topic(f"forces/{cell}")].frame_ids == {load_cell_frame(four_bar, 0)}
