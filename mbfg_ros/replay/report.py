@@ -62,6 +62,7 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
                           "stale": res.jumps.stale.get(topic, 0)})
             for key in ("used", "late", "too_old", "rejected", "downweighted"):
                 entry[key] = sum(counts[s][key] for s in st.sensors if s in counts)
+            entry["too_old"] += res.jumps.too_old.get(topic, 0)    # a sensor lagging the others
         topics[topic] = entry
     h = res.health
     mean, p99, mx = h.latency()

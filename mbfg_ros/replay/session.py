@@ -1,7 +1,7 @@
 """One replay run: a bag's sensor readings through the estimator, as fast as possible.
 
 The readings are decoded as the ROS node decodes them (:class:`~mbfg_ros.replay.bag_input.BagInput`),
-checked for time jumps as the ROS node checks them (:mod:`~mbfg_ros.replay.time_jumps`: on a jump the
+checked for time jumps as the ROS node checks them (:mod:`~mbfg_ros.io.time_jumps`: on a jump the
 estimator finishes what it has and is reset), put back into header-stamp order over a bounded
 horizon (:class:`~mbfg_ros.replay.stamp_order.StampOrder`; default the config's ``sensor_wait`` +
 50 ms) and fed to the estimator with stamps relative to an epoch (the first stamp's whole second,
@@ -35,7 +35,7 @@ from mbfg_ros.replay.output_bag import OutputBag
 from mbfg_ros.replay.pipeline import ReaderProcess, WriterProcess
 from mbfg_ros.replay.residuals import SampleLog
 from mbfg_ros.replay.stamp_order import StampOrder
-from mbfg_ros.replay.time_jumps import DEFAULT_MAX_TIME_GAP, TimeJumps
+from mbfg_ros.io.time_jumps import DEFAULT_MAX_TIME_GAP, TimeJumps, lagging_limit
 from mbfg_ros.replay.truth import TruthCollector, TruthSeries
 
 REORDER_MARGIN = 0.05
@@ -166,7 +166,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     cfg = est.cfg
     window = opt.reorder_window if opt.reorder_window is not None else cfg.sensor_wait + REORDER_MARGIN
     order = StampOrder(horizon=window)
-    jumps = TimeJumps(max_time_gap=opt.max_time_gap)
+    jumps = TimeJumps(max_time_gap=opt.max_time_gap, max_lag=lagging_limit(cfg.lag))
     truth = TruthCollector(mech) if opt.truth else None
     log = EstimateLog(mech)
     samples = SampleLog()
@@ -253,8 +253,8 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             for kind, topic, log_ns, payload in (reader.records() if reader else inp.records()):
                 if kind == SENSOR:
                     for reading in payload:
-                        verdict = jumps.check(topic, reading)
-                        if verdict == "stale":
+                        verdict = jumps.check(topic, reading.sensor, reading.stamp_ns)
+                        if verdict in ("stale", "too_old"):
                             continue
                         if verdict == "jump":
                             finish_era()

@@ -6,7 +6,7 @@ stamp time and releases them in stamp order, like the estimator would see them o
 slowest sensor is that much late. A reading whose stamp is older than one already released is
 still out of order: it is released at once (the estimator counts it late or too old) and
 counted here per topic. Time jumps are found before this buffer
-(:mod:`mbfg_ros.replay.time_jumps`): on one, the caller drains the buffer and ``restart``s it.
+(:mod:`mbfg_ros.io.time_jumps`): on one, the caller drains the buffer and ``restart``s it.
 """
 from __future__ import annotations
 

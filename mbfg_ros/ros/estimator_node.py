@@ -25,8 +25,10 @@ output nobody subscribes to is not computed (subscribers are counted once a seco
 Threads: DDS callbacks only decode and queue (:class:`~mbfg_ros.ros.sample_queue.SampleQueue`);
 one worker takes everything queued, feeds it to the Estimator in stamp order and publishes the
 estimates; the diagnostics timer runs on the steady clock, so /diagnostics keeps coming when every
-sensor (or /clock) is silent. A stamp far behind the window (a bag loop) resets the estimator and
-is logged once; one far ahead (``max_time_gap``) does the same instead of integrating the gap.
+sensor (or /clock) is silent. Time jumps follow :mod:`mbfg_ros.io.time_jumps` (as replay): a
+sensor's stamp going back (a bag loop) resets the estimator and is logged once; one far ahead
+(``max_time_gap``) does the same instead of integrating the gap; readings of a sensor lagging
+the others by more than the window are counted (``too_old_lagging_sensor``), not fed.
 """
 from __future__ import annotations
 
@@ -53,6 +55,7 @@ from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.io import estimate_messages as outputs
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.sensor_inputs import FLOAT64, WRENCH_STAMPED, InputRouter
+from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
 from mbfg_ros.model.config import load_rig_config
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.ros.message_classes import message_class
@@ -95,8 +98,8 @@ ESTIMATOR_PARAMETERS: tuple[ParameterSpec, ...] = (
                   "messages", 1, 100000),
     ParameterSpec("max_queue", int, 100000, "readings that may wait for the estimator; beyond it "
                   "readings are dropped and counted (ERROR on /diagnostics)", "readings", 1, 10000000),
-    ParameterSpec("reorder_window", float, 0.2, "how long a reading may wait for the other "
-                  "topics to catch up, so that bursts are fed in stamp order", "s", 0.0, 10.0),
+    ParameterSpec("reorder_window", float, 1.0, "longest a reading may wait for the other "
+                  "topics to catch up (bursts are fed in stamp order)", "s", 0.0, 10.0),
     ParameterSpec("diagnostics_period", float, 1.0, "period of /diagnostics (steady clock)", "s",
                   0.05, 60.0),
     ParameterSpec("silence_timeout", float, 0.5, "a sensor silent for longer than this (or 5 of "
@@ -183,9 +186,7 @@ class EstimatorNode(Node):
         self._resets_seen = 0
         self.status_counts: dict[str, int] = {}
         self.jumps = {"backwards": 0, "forwards": 0}
-        self._last_stamp: dict[str, float] = {}   # newest stamp fed per sensor (this era)
-        self._stale: set[str] = set()             # sensors still sending pre-jump readings
-        self._stale_tolerance = 0.0
+        self.time_jumps = TimeJumps(max_time_gap=p["max_time_gap"], max_lag=lagging_limit(cfg.lag))
         self.published: dict[str, int] = {}
         self._latency = deque(maxlen=2000)        # node clock at publish - estimate stamp, ms
         self._silent: set[str] = set()
@@ -377,18 +378,23 @@ class EstimatorNode(Node):
                                         + traceback.format_exc(), throttle_duration_sec=5.0)
 
     def _work_loop(self) -> None:
-        """Take what the callbacks queued and feed it in stamp order across topics: a reading
-        waits until every active topic has delivered up to its stamp (DDS delivers topics
-        independently, so a burst can bring one topic ahead of another), or at most
-        ``reorder_window`` s of wall time."""
+        """Take what the callbacks queued and feed it in stamp order across topics.
+
+        DDS delivers topics independently and the executor takes one message per topic in
+        turn, so in a backlog a 200 Hz topic runs ahead of a 1 kHz one in stamp time. A reading
+        stamped s therefore waits while an active topic (one that delivered within
+        ``silence_timeout`` or ``reorder_window``, the longer) may still send something stamped
+        before s, i.e. while that topic's newest stamp plus its nominal period is not past s;
+        at most ``reorder_window`` s."""
         held: list = []                     # heap of (stamp_ns, seq, arrival, reading)
         newest: dict[str, int] = {}         # newest stamp per topic
         seen: dict[str, float] = {}         # wall time of the topic's last reading
         seq = 0
         window = self.settings["reorder_window"]
-        silence = self.settings["silence_timeout"]
+        active = max(self.settings["silence_timeout"], window)   # s without data: not waited for
+        period = self._topic_periods_ns()
         while not self.queue.closed:
-            batch = self.queue.take_all(timeout=0.005 if held else 0.05)
+            batch = self.queue.take_all(timeout=0.002 if held else 0.05)
             now = time.monotonic()
             for r in batch:
                 seq += 1
@@ -396,10 +402,10 @@ class EstimatorNode(Node):
                 if r.stamp_ns > newest.get(r.topic, -1):
                     newest[r.topic] = r.stamp_ns
                 seen[r.topic] = now
-            active = [newest[t] for t, w in seen.items() if now - w < silence]
-            watermark = min(active) if active else None
+            nexts = [newest[t] + period.get(t, 1_000_000) for t, w in seen.items() if now - w < active]
+            watermark = min(nexts) if nexts else None
             ready = []
-            while held and (watermark is None or held[0][0] <= watermark or now - held[0][2] >= window):
+            while held and (watermark is None or held[0][0] < watermark or now - held[0][2] >= window):
                 ready.append(heapq.heappop(held)[3])
             self.held = len(held)
             # a backlog is fed in slices so that estimates and diagnostics keep going out
@@ -412,6 +418,19 @@ class EstimatorNode(Node):
                 self._diagnostics_if_due()
             self._diagnostics_if_due()
 
+    def _topic_periods_ns(self) -> dict[str, int]:
+        """Nominal message period of each input topic (its fastest sensor's configured rate;
+        1 ms for known-input command topics, whose rate the config does not give)."""
+        rates = {s.name: s.rate for s in self.mech.config.sensors.all()}
+        out = {}
+        for topic, route in self.router.routes.items():
+            names = list(route.encoders.values()) + [n for n in (route.gyro, route.load_cell) if n]
+            rate = max((rates.get(n, 0.0) for n in names), default=0.0)
+            if route.commands:
+                rate = max(rate, 1000.0)
+            out[topic] = int(1e9 / rate) if rate > 0 else 1_000_000
+        return out
+
     SLICE = 50
     """Readings fed per slice (the lock is released and outputs published between slices)."""
 
@@ -420,63 +439,38 @@ class EstimatorNode(Node):
             self._diag_due.clear()
             self._publish_diagnostics()
 
-    JUMP_BACK = 0.1
-    """s: a sensor's stamp this far before its previous one is a time jump (bag loop, clock
-    reset); a sensor's own stamps never go backwards otherwise."""
+    VERDICT_COUNTS = {"stale": "discarded_at_time_jump", "too_old": "too_old_lagging_sensor"}
+    """status_counts key of the readings :class:`TimeJumps` drops."""
 
     def _feed(self, batch: list[QueuedReading]) -> list[tuple[str, bytes]]:
+        """Feed readings to the estimator after the time-jump rules (:mod:`mbfg_ros.io.time_jumps`,
+        shared with replay): on a jump the estimator restarts; readings left over from before a
+        jump or from a sensor lagging the others by more than the window are counted, not fed."""
         est = self.estimator
         for r in batch:
             if self.epoch_ns is None:
                 self.epoch_ns = (r.stamp_ns // 1_000_000_000) * 1_000_000_000
             t = (r.stamp_ns - self.epoch_ns) * 1e-9
-            if not self._same_era(r, t):
-                self.status_counts["discarded_at_time_jump"] = \
-                    self.status_counts.get("discarded_at_time_jump", 0) + 1
+            verdict = self.time_jumps.check(r.topic, r.sensor, r.stamp_ns)
+            if verdict in self.VERDICT_COUNTS:
+                key = self.VERDICT_COUNTS[verdict]
+                self.status_counts[key] = self.status_counts.get(key, 0) + 1
                 continue
+            if verdict == "jump":
+                jump = self.time_jumps.jumps[-1]
+                est.reset(jump.reason)
+                self._resets_seen = est.health.resets
+                self._time_jump(r, jump.direction, jump.reason)
             status = est.add_sample(r.sensor, t, r.value)
             self.status_counts[status] = self.status_counts.get(status, 0) + 1
             if est.health.resets != self._resets_seen:      # the estimator's own jump check
                 self._resets_seen = est.health.resets
-                self._time_jump(r, t, "backwards", est.health.last_reset)
-            self._last_stamp[r.sensor] = t
-            if self._newest is None or t > self._newest:
-                self._newest = t
+                self._time_jump(r, "backwards", est.health.last_reset)
+            self._newest = (self.time_jumps.newest_ns - self.epoch_ns) * 1e-9
         estimates = est.pop_lagged() if self.settings["lagged"] else est.pop_estimates()
         return self._messages(estimates)
 
-    def _same_era(self, r: QueuedReading, t: float) -> bool:
-        """False for a reading left over from before a time jump (it is not fed). A jump is
-        a sensor's stamp going back by more than JUMP_BACK, or any stamp more than
-        max_time_gap after the newest: the estimator restarts, and until each other sensor's
-        stamps fit the new time (within half the jump) its older readings are discarded."""
-        gap = self.settings["max_time_gap"]
-        if r.sensor in self._stale:
-            if abs(t - self._newest) < self._stale_tolerance:
-                self._stale.discard(r.sensor)
-                return True
-            return False
-        last = self._last_stamp.get(r.sensor)
-        if not self.estimator.started or self._newest is None:
-            return True
-        if last is not None and t < last - self.JUMP_BACK:
-            self._restart(r, t, "backwards", f"time jumped backwards by {last - t:.3f} s on {r.sensor}")
-        elif t > self._newest + gap:
-            self._restart(r, t, "forwards", f"time jumped forwards by {t - self._newest:.3f} s on "
-                          f"{r.sensor} (more than max_time_gap {gap:g} s)")
-        return True
-
-    def _restart(self, r: QueuedReading, t: float, direction: str, reason: str) -> None:
-        jump = abs(t - self._newest)
-        self.estimator.reset(reason)
-        self._resets_seen = self.estimator.health.resets
-        self._stale = {s for s in self._last_stamp if s != r.sensor}
-        self._stale_tolerance = max(jump / 2.0, 1e-3)
-        self._last_stamp.clear()
-        self._time_jump(r, t, direction, reason)
-        self._newest = t
-
-    def _time_jump(self, r: QueuedReading, t: float, direction: str, reason: str) -> None:
+    def _time_jump(self, r: QueuedReading, direction: str, reason: str) -> None:
         """Count and log (once per jump) a time jump that restarted the estimator."""
         self.jumps[direction] += 1
         self.get_logger().warning(f"{reason} (stamp {r.stamp_ns * 1e-9:.3f} s on {r.topic}; a bag "

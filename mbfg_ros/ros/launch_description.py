@@ -206,10 +206,11 @@ def sim_rig_description(config: str = "", use_sim_time: Any = False, rviz: Any =
     rig_params.update(rig_parameters or {})
     nodes = [NodeSpec("sim_rig", "sim_rig", "mbfg_ros.ros.sim_rig_node", namespace, rig_params,
                       (), _level(log_level), required=True),
-             # the simulated rig publishes reliably: subscribe reliably too, so a burst (a
-             # busy machine) is delivered instead of dropped in transport
+             # the simulated rig publishes reliably: subscribe reliably too, with 10 s of
+             # history, so a burst (a busy machine) is delivered instead of lost in DDS
              _estimator(config, "", "", sim_time, namespace, log_level,
-                        {"sensor_qos": "reliable", **(estimator_parameters or {})}, (), False)]
+                        {"sensor_qos": "reliable", "qos_depth": 10000, **(estimator_parameters or {})},
+                        (), False)]
     processes = []
     if _bool("rviz", rviz):
         processes.append(ProcessSpec("rviz2", ("rviz2", "-d", default_rviz())))

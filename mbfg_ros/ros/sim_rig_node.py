@@ -70,8 +70,8 @@ SIM_RIG_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("wait_for_truth", bool, False, "before time starts, also wait for a subscriber "
                   "of the ground truth's joint_states (a test or demo watching the run)"),
     ParameterSpec("wait_timeout", float, 30.0, "longest wait for subscribers", "s", 0.0, 3600.0),
-    ParameterSpec("qos_depth", int, 1000, "history depth of every publisher (reliable)", "messages",
-                  1, 100000),
+    ParameterSpec("qos_depth", int, 10000, "history depth of every publisher (reliable; 10 s of a "
+                  "1 kHz sensor for a subscriber that falls behind)", "messages", 1, 1000000),
     # scenario
     ParameterSpec("gravity_error", float, 0.0, "added to the magnitude of the truth's gravity",
                   "m/s^2", -100.0, 100.0),
