@@ -9,8 +9,9 @@ It publishes the config's sensor topics at their rates and the ground truth unde
 ``truth_namespace`` (as ``mbfg simulate`` writes them to a bag: :mod:`.live_rig`), each message
 at its own time: a sensor message at stamp + ``delay``, truth at its stamp.
 
-Time: by default the rig runs in wall time: stamps are the wall clock at the run's start plus
-rig time, and messages go out when the wall clock reaches them. With ``publish_clock`` the rig
+Time: by default the rig runs in wall time: stamps are the wall clock when publishing starts
+(after the subscribers it waits for are there) plus rig time, and messages go out when the wall
+clock reaches them, so a stamp is the wall time of its sample as on a real rig. With ``publish_clock`` the rig
 owns the time instead: it publishes /clock (rosgraph_msgs/Clock at ``clock_rate``, starting at
 ``epoch``, default 1700000000 s), advancing ``rate_factor`` times as fast as the wall clock but
 never past the simulated data (a slow machine slows the clock, never the data); run the
@@ -215,7 +216,8 @@ class SimRigNode(Node):
         self.get_logger().info(
             f"{rig.truth.config.name}: {rig.duration:g} s in "
             f"{'simulated time (/clock, x%g)' % p['rate_factor'] if p['publish_clock'] else 'wall time'}"
-            f", epoch {rig.epoch_ns * 1e-9:.3f} s; sensors: "
+            + (f", epoch {rig.epoch_ns * 1e-9:.3f} s" if p["epoch"] >= 0 or p["publish_clock"]
+               else ", epoch: the wall clock when publishing starts") + "; sensors: "
             + ", ".join(f"{ch.name} on {ch.topic} ({ch.rate:g} Hz)" for ch in rig.channels)
             + f"; truth under {rig.truth.config.truth_namespace or '/truth'} "
             f"({'%g Hz' % rig.truth_rate if rig.publish_truth else 'off'}); faults: {faults}"
@@ -256,12 +258,22 @@ class SimRigNode(Node):
         p, rig = self.settings, self.rig
         factor = p["rate_factor"] if p["publish_clock"] else 1.0
         self._now = 0.0
+        wall_epoch = p["epoch"] < 0 and not p["publish_clock"]
+        if wall_epoch:
+            # stamps are the wall clock at which the sample is published, as on a real rig:
+            # time 0 is set once the subscribers are there and after the first chunk's time
+            self._wait_for_subscribers()
+            epoch_ns = time.time_ns() + self.FIRST_CHUNK_NS
+            rig.epoch_ns = epoch_ns - epoch_ns % 1_000_000       # a whole millisecond
         self._generator.start()
         with self._heap_lock:                               # the first chunk before time starts
             while self._generated <= 0.0 and self._error is None and not rig.finished:
                 self._heap_lock.wait(0.1)
-        self._wait_for_subscribers()
-        start = time.monotonic()
+        if wall_epoch:
+            start = time.monotonic() + (rig.epoch_ns - time.time_ns()) * 1e-9
+        else:
+            self._wait_for_subscribers()
+            start = time.monotonic()
         paused = 0.0                  # wall time the sim clock waited for the simulation
         clock_period = 1.0 / p["clock_rate"]
         next_clock = 0.0
@@ -312,6 +324,10 @@ class SimRigNode(Node):
             if sleep > 0:
                 time.sleep(min(sleep, 0.01))
         return 0
+
+    FIRST_CHUNK_NS = 500_000_000
+    """Wall-clock epochs start this far after the subscribers are there: time to simulate the
+    first chunk (if it takes longer, the first messages go out that much late)."""
 
     def _wait_for_subscribers(self) -> None:
         want, limit = self.settings["wait_for_subscribers"], self.settings["wait_timeout"]
