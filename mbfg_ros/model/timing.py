@@ -39,7 +39,7 @@ def model_costs(mech: Mechanism, q: np.ndarray, v: np.ndarray) -> list[tuple[str
     out.append(("dynamics residual + Jacobians (standalone)",
                 _best_us(lambda: mech.inverse_dynamics(d, q, v, a, lam, None, u, parameters=False))))
     for k, g in enumerate(mech.gyros):
-        out.append((f"gyro {g.config.name} ({len(g.rows)} axes)", _best_us(lambda k=k: mech.gyro(d, k, q, v))))
+        out.append((f"gyro {g.config.name} ({len(g.rows)} axis{'' if len(g.rows) == 1 else 'es'})", _best_us(lambda k=k: mech.gyro(d, k, q, v))))
     for k, cell in enumerate(mech.load_cells):
         out.append((f"load cell {cell.config.name} ({cell.config.measures})",
                     _best_us(lambda k=k: mech.load_cell(d, k, q, v, a, lam, u, np.zeros(mech.n)),
