@@ -122,6 +122,18 @@ def _samples(samples: SampleLog, name: str) -> tuple[np.ndarray, np.ndarray, np.
     return t[order], y[order], era[order]
 
 
+def _readings(est: EstimateSeries, samples: SampleLog, name: str, limit: int):
+    """(t, y, era, keyframe index, time since it) of at most ``limit`` readings of a sensor
+    spread over the run, or None without readings."""
+    t, y, era = _samples(samples, name)
+    if not t.size:
+        return None
+    sel = _pick(t.size, limit)
+    t, y, era = t[sel], y[sel], era[sel]
+    i, dt = _state_at(est, t, era)
+    return t, y, era, i, dt
+
+
 def _pick(n: int, limit: int) -> np.ndarray:
     if n <= limit:
         return np.arange(n)
@@ -151,12 +163,10 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
 
     for k, enc in enumerate(mech.encoders):
         name = enc.config.name
-        t, y, era = _samples(samples, name)
-        if not t.size:
+        if (got := _readings(est, samples, name, max_samples)) is None:
             continue
-        sel = _pick(t.size, max_samples)
-        t, y, era = t[sel], y[sel, 0], era[sel]
-        i, dt = _state_at(est, t, era)
+        t, y, era, i, dt = got
+        y = y[:, 0]
         j = enc.index
         q = est.q[i, j] + est.v[i, j] * dt + 0.5 * est.a[i, j] * dt * dt
         r = y - q
@@ -168,12 +178,9 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
         out[name] = res
     for k, gyro in enumerate(mech.gyros):
         name = gyro.config.name
-        t, y, era = _samples(samples, name)
-        if not t.size:
+        if (got := _readings(est, samples, name, max_samples)) is None:
             continue
-        sel = _pick(t.size, max_samples)
-        t, y, era = t[sel], y[sel], era[sel]
-        i, dt = _state_at(est, t, era)
+        t, y, era, i, dt = got
         rows = np.asarray(gyro.rows)
         bias_cols = layout.bias_slices[k]
         r = np.empty((t.size, rows.size))
@@ -190,12 +197,10 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
         out[name] = Residuals(name, "gyro", "rad/s", gyro.config.noise, axes, t, r, samples.count(name))
     for k, cell in enumerate(mech.load_cells):
         name = cell.config.name
-        t, y, era = _samples(samples, name)
-        if not t.size:
+        if (got := _readings(est, samples, name, max_samples)) is None:
             continue
-        sel = _pick(t.size, max_samples)
-        t, y, era = t[sel], y[sel, 0], era[sel]
-        i, dt = _state_at(est, t, era)
+        t, y, era, i, dt = got
+        y = y[:, 0]
         r = np.empty(t.size)
         for s in range(t.size):
             e = i[s]
