@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from mbfg_ros.benchmark.observers.independent_model import IndependentModel, MechanismState
-from mbfg_ros.benchmark.observers.tuning import FilterTuning, transition_matrix
+from mbfg_ros.benchmark.observers.tuning import FilterTuning, linear_filter_matrices
 
 PERFECT_VARIANCE = 1e-12
 """Variance given to the constraint rows (the paper's perfect measurements have none)."""
@@ -42,12 +42,9 @@ class DIEKFpm:
                  max_iterations: int = 10, constraint_tolerance: float = 1e-3) -> None:
         self.model = model
         self.dt = dt
-        tuning = tuning or FilterTuning()
         n = model.mech.n
         self.n = n
-        self.F = transition_matrix(n, dt)
-        self.Q = tuning.process_noise(n, dt)
-        self.P = tuning.initial_covariance(n)
+        self.F, self.Q, self.P = linear_filter_matrices(tuning, n, dt)
         self.s = model.initial()
         self.x = np.concatenate([self.s.q, self.s.v])
         self.max_iterations = max_iterations

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from mbfg_ros.benchmark.observers.independent_model import IndependentModel, MechanismState
-from mbfg_ros.benchmark.observers.tuning import FilterTuning, transition_matrix
+from mbfg_ros.benchmark.observers.tuning import FilterTuning, linear_filter_matrices
 
 
 class ErrorEKF:
@@ -34,11 +34,8 @@ class ErrorEKF:
                  max_iterations: int = 4, tolerance: float = 1e-6) -> None:
         self.model = model
         self.dt = dt
-        tuning = tuning or FilterTuning()
         g = model.g
-        self.F = transition_matrix(g, dt)
-        self.Q = tuning.process_noise(g, dt)
-        self.P = tuning.initial_covariance(g)
+        self.F, self.Q, self.P = linear_filter_matrices(tuning, g, dt)
         self.s = model.initial()
         self.max_iterations = max_iterations
         self.tolerance = tolerance

@@ -63,6 +63,13 @@ class FilterTuning:
         return 0.5 * (Q + Q.T)
 
 
+def linear_filter_matrices(tuning: "FilterTuning | None", g: int, dt: float):
+    """(F, Q, P0) of a discrete EKF on x = [z, z'] with ``g`` coordinates, steps of ``dt`` s and
+    ``tuning`` (the toolkit's defaults when None)."""
+    tuning = tuning or FilterTuning()
+    return transition_matrix(g, dt), tuning.process_noise(g, dt), tuning.initial_covariance(g)
+
+
 def transition_matrix(g: int, dt: float) -> np.ndarray:
     """F = [[I, dt I], [0, I]]: the Jacobian of the Euler transition the paper uses (eq. 13)."""
     I, O = np.eye(g), np.zeros((g, g))
