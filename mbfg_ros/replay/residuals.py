@@ -123,15 +123,19 @@ def _samples(samples: SampleLog, name: str) -> tuple[np.ndarray, np.ndarray, np.
 
 
 def _readings(est: EstimateSeries, samples: SampleLog, name: str, limit: int):
-    """(t, y, era, keyframe index, time since it) of at most ``limit`` readings of a sensor
-    spread over the run, or None without readings."""
+    """(t, y, era, i, q, v) of at most ``limit`` readings of a sensor spread over the run, or None
+    without readings: i is the keyframe before each reading, q and v (samples, n) the estimate
+    carried from it to the reading's stamp at constant acceleration."""
     t, y, era = _samples(samples, name)
     if not t.size:
         return None
     sel = _pick(t.size, limit)
     t, y, era = t[sel], y[sel], era[sel]
     i, dt = _state_at(est, t, era)
-    return t, y, era, i, dt
+    h = dt[:, None]
+    q = est.q[i] + est.v[i] * h + 0.5 * est.a[i] * h * h
+    v = est.v[i] + est.a[i] * h
+    return t, y, era, i, q, v
 
 
 def _pick(n: int, limit: int) -> np.ndarray:
@@ -165,11 +169,8 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
         name = enc.config.name
         if (got := _readings(est, samples, name, max_samples)) is None:
             continue
-        t, y, era, i, dt = got
-        y = y[:, 0]
-        j = enc.index
-        q = est.q[i, j] + est.v[i, j] * dt + 0.5 * est.a[i, j] * dt * dt
-        r = y - q
+        t, y, era, i, q, _ = got
+        r = y[:, 0] - q[:, enc.index]
         if enc.angular:
             r = (r + np.pi) % (2 * np.pi) - np.pi
         unit = "rad" if enc.angular else "m"
@@ -180,18 +181,14 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
         name = gyro.config.name
         if (got := _readings(est, samples, name, max_samples)) is None:
             continue
-        t, y, era, i, dt = got
+        t, y, era, i, q, v = got
         rows = np.asarray(gyro.rows)
         bias_cols = layout.bias_slices[k]
         r = np.empty((t.size, rows.size))
         for s in range(t.size):
-            e = i[s]
-            h = dt[s]
-            q = est.q[e] + est.v[e] * h + 0.5 * est.a[e] * h * h
-            v = est.v[e] + est.a[e] * h
-            pred = mech.gyro(d, k, q, v, derivatives=False)
+            pred = mech.gyro(d, k, q[s], v[s], derivatives=False)
             if bias_cols is not None:
-                pred = pred + est.bias[e, bias_cols]
+                pred = pred + est.bias[i[s], bias_cols]
             r[s] = y[s, rows] - pred
         axes = ["xyz"[a] for a in rows]
         out[name] = Residuals(name, "gyro", "rad/s", gyro.config.noise, axes, t, r, samples.count(name))
@@ -199,17 +196,13 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
         name = cell.config.name
         if (got := _readings(est, samples, name, max_samples)) is None:
             continue
-        t, y, era, i, dt = got
-        y = y[:, 0]
+        t, y, era, i, q, v = got
         r = np.empty(t.size)
         for s in range(t.size):
             e = i[s]
-            h = dt[s]
-            q = est.q[e] + est.v[e] * h + 0.5 * est.a[e] * h * h
-            v = est.v[e] + est.a[e] * h
-            pred = mech.load_cell(d, k, q, v, est.a[e], est.lam[e], est.u[e], tau_at(t[s], int(era[s])),
+            pred = mech.load_cell(d, k, q[s], v[s], est.a[e], est.lam[e], est.u[e], tau_at(t[s], int(era[s])),
                                   derivatives=False)[0]
-            r[s] = y[s] - pred
+            r[s] = y[s, 0] - pred
         out[name] = Residuals(name, "load_cell", load_cell_unit(mech, k), cell.config.noise,
                               [cell.config.component], t, r[:, None], samples.count(name))
     return out
