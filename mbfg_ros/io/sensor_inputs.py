@@ -133,20 +133,16 @@ class InputRouter:
         out = []
         matched = False
         for i, joint in enumerate(names):
-            sensor = r.encoders.get(joint)
-            if sensor is not None:
+            # an encoder reads the joint's position, a known-input command its effort
+            for table, values, what in ((r.encoders, pos, "position"), (r.commands, eff, "effort")):
+                sensor = table.get(joint)
+                if sensor is None:
+                    continue
                 matched = True
-                if i < len(pos):
-                    out.append(Reading(sensor, ns, np.array([float(pos[i])])))
+                if i < len(values):
+                    out.append(Reading(sensor, ns, np.array([float(values[i])])))
                 else:
-                    self._problem(r.topic, f"joint {joint} has no position")
-            cmd = r.commands.get(joint)
-            if cmd is not None:
-                matched = True
-                if i < len(eff):
-                    out.append(Reading(cmd, ns, np.array([float(eff[i])])))
-                else:
-                    self._problem(r.topic, f"joint {joint} has no effort")
+                    self._problem(r.topic, f"joint {joint} has no {what}")
         if not matched:
             self._problem(r.topic, "no joint of this config in the message "
                                    f"(expected {', '.join(sorted({**r.encoders, **r.commands}))})")
