@@ -181,7 +181,6 @@ class EstimatorNode(Node):
         self._lock = threading.Lock()             # the estimator and the time bookkeeping
         self._tf_data = mech.create_data()
         self.epoch_ns: int | None = None          # whole second of the first stamp
-        self._newest: float | None = None         # newest stamp fed (s from the epoch)
         self._last_receive_ns = 0                 # node clock at the last reading received
         self._resets_seen = 0
         self.status_counts: dict[str, int] = {}
@@ -487,7 +486,6 @@ class EstimatorNode(Node):
             if est.health.resets != self._resets_seen:      # the estimator's own jump check
                 self._resets_seen = est.health.resets
                 self._time_jump(r, "backwards", est.health.last_reset)
-            self._newest = (self.time_jumps.newest_ns - self.epoch_ns) * 1e-9
         estimates = est.pop_lagged() if self.settings["lagged"] else est.pop_estimates()
         return self._messages(estimates)
 
@@ -545,9 +543,10 @@ class EstimatorNode(Node):
         the node-clock time since the node last received any reading. A sensor is then silent
         when it lags the others (even while the worker runs behind real time), and every
         sensor is once nothing arrives; a clock offset between rig and node does not matter."""
-        if self._newest is None:
+        newest_ns = self.time_jumps.newest_ns        # newest stamp fed
+        if newest_ns is None or self.epoch_ns is None:
             return 0.0
-        return self._newest + max(0.0, (clock_ns - self._last_receive_ns) * 1e-9)
+        return (newest_ns - self.epoch_ns) * 1e-9 + max(0.0, (clock_ns - self._last_receive_ns) * 1e-9)
 
     def _extra_statuses(self) -> list:
         q = self.queue.figures()
