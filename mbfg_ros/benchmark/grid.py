@@ -24,12 +24,14 @@ import numpy as np
 from mbfg_ros.errors import CliError
 from mbfg_ros.model.config import RigConfig, SensorsConfig, load_rig_config
 from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.package_share import config_dir
 
 MECHANISMS = ("four_bar", "five_bar")
 SENSOR_SETS = ("encoder", "gyro")
 CONFIG_FILES = {("four_bar", "encoder"): "four_bar.yaml", ("four_bar", "gyro"): "four_bar_gyro.yaml",
                 ("five_bar", "encoder"): "five_bar.yaml", ("five_bar", "gyro"): "five_bar_gyro.yaml"}
-DEFAULT_CONFIG_DIR = Path(__file__).resolve().parents[2] / "config"
+DEFAULT_CONFIG_DIR = config_dir()
+"""config/ of the source tree, or of the installed package's share directory."""
 TRUE_GRAVITY = 9.81
 """m/s^2, the truth's gravity magnitude (the benchmark's)."""
 

@@ -166,7 +166,7 @@ def _run_mbfg(data: RunData, estimate_gravity: bool) -> dict[str, Track]:
     lagged.extend(e for e in est.smoothed_window() if round(e.stamp / data.dt) not in done)
     cpu = time.process_time() - t0
     h = est.health
-    mean, p99, worst = h.latency()
+    mean, p99, worst = h.latency(whole_run=True)
     info = {"keyframes": h.keyframes, "recoveries": h.recoveries, "resets": h.resets,
             "relinearizations": h.relinearizations, "latency_ms_mean": mean,
             "latency_ms_p99": p99, "latency_ms_max": worst,

@@ -1,10 +1,10 @@
 """Batch smoothing: Levenberg-Marquardt over many steps with the estimator's own factors.
 
 The reference smoother over a whole recording (benchmark, tests): :func:`smooth_recording`
-runs the online estimator keeping every step, then minimizes the whole graph starting from the
-online trajectory. Each iteration linearizes every step (the same code as online), builds a
-GTSAM GaussianFactorGraph of their JacobianFactors plus Marquardt damping, and solves it by
-sparse elimination.
+runs the online estimator keeping every step's parameters, then minimizes the whole graph
+starting from the online trajectory. Each iteration linearizes every step (the estimator's own
+compiled step function), builds a GTSAM GaussianFactorGraph of their JacobianFactors plus
+Marquardt damping, and solves it by sparse elimination.
 """
 from __future__ import annotations
 
@@ -15,7 +15,17 @@ import gtsam
 import numpy as np
 
 from mbfg_ros.estimation.smoother import key
-from mbfg_ros.estimation.step import LinearizationError, Step, linearize_step
+from mbfg_ros.estimation.step_function import LinearizationError
+
+
+@dataclass
+class RecordedStep:
+    """One step of a recording: keyframe k, its parameters p, and for the first step of a run
+    (``unary``) the prior's mean and sigma."""
+    k: int
+    p: np.ndarray
+    unary: bool
+    prior: tuple[np.ndarray, np.ndarray] | None
 
 
 @dataclass
@@ -28,23 +38,24 @@ class BatchResult:
     converged: bool
 
 
-def _linearize_all(steps: list[Step], x: dict[int, np.ndarray]):
+def _linearize_all(linearize, steps: list[RecordedStep], x: dict[int, np.ndarray]):
     lin = {}
     cost = 0.0
     for s in steps:
         x0 = None if s.unary else x[s.k - 1]
-        r, J0, J1 = linearize_step(s.factors, x0, x[s.k])
+        r, J0, J1 = linearize(x0, x[s.k], s.p, s.prior)
         lin[s.k] = (r, J0, J1)
         cost += float(r @ r)
     return lin, cost
 
 
-def levenberg_marquardt(steps: list[Step], x_init: dict[int, np.ndarray], *,
+def levenberg_marquardt(linearize, steps: list[RecordedStep], x_init: dict[int, np.ndarray], *,
                         prior: tuple[int, np.ndarray, np.ndarray] | None = None,
                         max_iterations: int = 50, relative_tolerance: float = 1e-6,
                         damping: float = 1e-4) -> BatchResult:
     """Minimize the sum of squared whitened residuals of ``steps`` over the keyframe states.
 
+    ``linearize(x0, x1, p, prior) -> (r, J0, J1)`` gives a step's rows (Estimator.linearize).
     ``steps`` must be ordered; a step that is ``unary`` (no x0) starts a chain. ``prior``
     optionally adds (keyframe, mean, sqrt-information matrix) as a Gaussian prior.
     """
@@ -54,7 +65,7 @@ def levenberg_marquardt(steps: list[Step], x_init: dict[int, np.ndarray], *,
         k, mean, S = prior
         return S @ (xx[k] - mean), S
 
-    lin, cost = _linearize_all(steps, x)
+    lin, cost = _linearize_all(linearize, steps, x)
     if prior is not None:
         rp, _ = prior_rows(x)
         cost += float(rp @ rp)
@@ -95,7 +106,7 @@ def levenberg_marquardt(steps: list[Step], x_init: dict[int, np.ndarray], *,
                 continue
             cand = {k: x[k] + delta.at(key(k)) for k in keys}
             try:
-                lin_c, cost_c = _linearize_all(steps, cand)
+                lin_c, cost_c = _linearize_all(linearize, steps, cand)
             except LinearizationError:
                 cost_c = np.inf
             if prior is not None and np.isfinite(cost_c):
@@ -139,12 +150,13 @@ def smooth_recording(mech, samples: Iterable[tuple[str, float, object]], config=
         online.extend(est.pop_estimates())
     est.flush()
     online.extend(est.pop_estimates())
-    steps = sorted(est.recorded, key=lambda s: s.k)
+    steps = sorted((RecordedStep(*r) for r in est.recorded), key=lambda s: s.k)
     x = {e.keyframe: e.x for e in online}     # filtered states, then the better smoothed ones
     x.update(est.final_states)
     for k in est.smoother.keys:
         x[k] = est.smoother.estimate(k)
-    x = {k: v for k, v in x.items() if any(s.k == k for s in steps)}
-    result = levenberg_marquardt(steps, x, max_iterations=max_iterations)
+    recorded = {s.k for s in steps}
+    x = {k: v for k, v in x.items() if k in recorded}
+    result = levenberg_marquardt(est.linearize, steps, x, max_iterations=max_iterations)
     estimates = [est.estimate_of(k, result.x[k], lagged=True) for k in sorted(result.x)]
     return SmoothedRecording(estimates, online, result)

@@ -9,22 +9,28 @@ Use::
 
 Sensor names are the config's; known input efforts come in as ``"command:<joint>"`` samples.
 
-How it works (../shared/reference/estimator-performance.md):
+How it works (../shared/reference/estimator-performance.md), in four parts:
 
-- Keyframes are at ``keyframe_rate``; keyframe k is closed when every live sensor has reported
-  past t_k or the newest stamp is ``sensor_wait`` beyond it. The step's rows (integration,
-  random walks, closures, dynamics, every sensor sample in (t_{k-1}, t_k] at its own stamp)
-  become ONE linear factor over (x_{k-1}, x_k), linearized outside ISAM2 at the state predicted
-  from x_{k-1} (plus optional local Gauss-Newton iterations on x_k).
-- Fluid relinearization: ISAM2 itself never relinearizes (its factors are linear); after each
-  update the step factors whose keyframes moved by more than ``relinearize_threshold`` since
-  they were linearized are relinearized at the current estimate, the most-moved first, at most
-  ``relinearize_budget`` per keyframe, over the whole window. Tracking needs almost none; a
-  wrong initial pose converges through them.
-- Keyframes older than ``lag`` are marginalised. Samples that arrive after their keyframe
-  closed but inside the window are added as factors of their own; older ones are counted and
-  dropped. NaN/Inf and duplicate stamps are rejected and counted. A failed solve re-initialises
-  the smoother from the last good state at the next keyframe; time going backwards resets it.
+- scheduling (:mod:`.schedule`, :mod:`.sensor_streams`): a reading is written at arrival into
+  a slot of its keyframe's step parameters (no Python object per reading); keyframes are at
+  ``keyframe_rate`` and keyframe k closes when every live stream has reported past t_k or the
+  newest stamp is ``sensor_wait`` beyond it; ``keyframes_per_update`` closed keyframes are
+  solved together (one at the default 200 Hz);
+- linearising (:mod:`.step_function`): the step's rows (integration, random walks, closures,
+  dynamics, every reading in (t_{k-1}, t_k] at its own stamp) and their Jacobians come out of
+  ONE call of a CasADi function compiled for the mechanism at start-up, linearised at the state
+  predicted from x_{k-1} (plus optional local Gauss-Newton iterations on x_k); fluid
+  relinearization (:mod:`.relinearization`) redoes, within a per-keyframe budget, the steps
+  whose keyframes moved by more than ``relinearize_threshold`` since they were linearised;
+- solving (:mod:`.smoother`): one linear factor per step on GTSAM ISAM2; the keyframes older
+  than ``lag`` are marginalised as they leave the window (no rebuild), after their lagged
+  estimates came out of an exact back-substitution;
+- reporting (:mod:`.outputs`): estimates, counts, health.
+
+Readings that arrive after their keyframe closed but inside the window are added as factors of
+their own; older ones are counted and dropped. NaN/Inf and duplicate stamps are rejected and
+counted. A failed solve re-initialises the smoother from the last good state at the next
+keyframe; time going backwards beyond the window resets it.
 """
 from __future__ import annotations
 
@@ -32,52 +38,52 @@ import bisect
 import gc
 import math
 import time
-from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
 
-from mbfg_ros.estimation.factors import (EncoderBatchFactor, GyroFactor, IntegrationFactor,
-                                         KeyframeFactor, LoadCellFactor, PriorFactor,
-                                         RandomWalkFactor)
-from mbfg_ros.estimation.interpolation import Interpolant
+from mbfg_ros.errors import AssemblyError
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.outputs import ClosureForce, Estimate, Forces, Health, SensorCounts
+from mbfg_ros.estimation.relinearization import StepRecords, select_steps
+from mbfg_ros.estimation.schedule import KeyframeSchedule, StepInbox
+from mbfg_ros.estimation.sensor_streams import SensorStream
 from mbfg_ros.estimation.smoother import FixedLagSmoother, SolverFailure
-from mbfg_ros.estimation.step import LinearizationError, Step, TaggedFactor, linearize_step
-from mbfg_ros.errors import AssemblyError
+from mbfg_ros.estimation.step_function import LinearizationError, StepFunction, compiled_step_function
 from mbfg_ros.model.assembly import assemble, solve_velocity
 from mbfg_ros.model.assembly import initial_state as assembled_initial_state
 from mbfg_ros.model.config import EstimatorConfig
 from mbfg_ros.model.mechanism import Mechanism
 
 COMMAND_PREFIX = "command:"
+JUMP_CONFIRM = 3               # readings in a row older than the window make a jump backwards
+AUTO_GROUP_PERIOD = 0.004      # s of keyframes per ISAM2 update with keyframes_per_update: 0
+MARGINALIZE_EVERY = 4          # keyframes leave the window in groups of this many
+LAGGED_PERIOD = 0.05           # s: lagged estimates come out in groups this long
+SCAN_PERIOD = 0.05             # s between deep relinearization passes while converging,
+QUIET_SCAN_PERIOD = 1.0        # and while tracking (after QUIET_PASSES deep passes found no work;
+QUIET_PASSES = 3               # a pass that finds work makes it converging again)
+QUIET_DEEP_FACTOR = 3.0        # while tracking, deep steps are redone beyond this times the threshold
 
 
 @dataclass
-class _Sensor:
-    name: str
-    kind: str                  # encoder | gyro | load_cell | command
-    index: int                 # index in the mechanism's list (joint index for commands)
-    counts: SensorCounts = field(default_factory=SensorCounts)
-    recent: deque = field(default_factory=lambda: deque(maxlen=64))
-    run_last: float = -math.inf       # newest stamp since the current run started (scheduling)
-    mean_abs: float = 0.7979          # running mean of |whitened innovation| (Gaussian: 0.7979)
-    scale: float = 1.0                # recent innovation scale in sigmas (>= 1)
-
-    def add_innovation(self, r: float) -> None:
-        """Update the running innovation scale (each |r| clipped at 10 so a lone outlier barely
-        moves it; about the last 50 samples count)."""
-        self.mean_abs += 0.02 * (min(abs(r), 10.0) - self.mean_abs)
-        self.scale = max(1.0, self.mean_abs / 0.7979)
+class _GroupStep:
+    """A linearized step waiting for its group's ISAM2 update."""
+    k: int
+    factors: list
+    x1: np.ndarray
+    taken: list[int]
+    extra: list
+    wall: float
+    cpu: float
 
 
-@dataclass
-class _Sample:
-    stamp: float
-    sensor: _Sensor
-    value: np.ndarray
+def keyframes_per_update(cfg: EstimatorConfig) -> int:
+    """The configured number, or (0: auto) one per 4 ms of keyframes: 1 up to 375 Hz, 4 at 1 kHz."""
+    if cfg.keyframes_per_update > 0:
+        return cfg.keyframes_per_update
+    return max(1, int(round(cfg.keyframe_rate * AUTO_GROUP_PERIOD)))
 
 
 class Estimator:
@@ -86,62 +92,61 @@ class Estimator:
     def __init__(self, mechanism: Mechanism, config: EstimatorConfig | None = None, *,
                  initial_q: np.ndarray | None = None, initial_v: np.ndarray | None = None,
                  lagged: bool = False, covariance: bool = False, freeze_gc: bool = True,
-                 record_steps: bool = False) -> None:
-        """``record_steps`` keeps every step's factors (for a batch solve over the whole run,
-        see :func:`mbfg_ros.estimation.batch.smooth_recording`); memory grows with the run."""
+                 record_steps: bool = False, step_function: StepFunction | None = None) -> None:
+        """``record_steps`` keeps every step's parameters (for a batch solve over the whole run,
+        see :func:`mbfg_ros.estimation.batch.smooth_recording`); memory grows with the run.
+        ``step_function``: a StepFunction built for the same mechanism and settings (estimators
+        of one mechanism share the compiled function; by default it comes from a cache)."""
+        t_build = time.perf_counter()
         self.mech = mechanism
-        self.recorded: list[Step] | None = [] if record_steps else None
-        self.final_states: dict[int, np.ndarray] = {}    # (recording) states as they left the window
         self.cfg = config or mechanism.config.estimator
         self.lay = StateLayout.for_mechanism(mechanism, self.cfg)
         self.data = mechanism.create_data()
         self.h = 1.0 / self.cfg.keyframe_rate
         self.window = max(2, int(round(self.cfg.lag * self.cfg.keyframe_rate)))
+        self.keyframes_per_update = keyframes_per_update(self.cfg)
+        self._scan_every = max(10, int(round(SCAN_PERIOD * self.cfg.keyframe_rate)))
+        # (odd, so that quiet passes seldom fall on a keyframe that also marginalises)
+        self._quiet_scan_every = 2 * max(5, int(round(QUIET_SCAN_PERIOD * self.cfg.keyframe_rate / 2))) + 1
+        self._lagged_every = max(1, int(round(LAGGED_PERIOD * self.cfg.keyframe_rate)))
         self.want_lagged = lagged
         self.want_covariance = covariance
         self.health = Health()
-        self._sensors: dict[str, _Sensor] = {}
-        for k, e in enumerate(mechanism.encoders):
-            self._sensors[e.config.name] = _Sensor(e.config.name, "encoder", k)
-        for k, g in enumerate(mechanism.gyros):
-            self._sensors[g.config.name] = _Sensor(g.config.name, "gyro", k)
-        for k, c in enumerate(mechanism.load_cells):
-            self._sensors[c.config.name] = _Sensor(c.config.name, "load_cell", k)
+        self.fn = step_function or compiled_step_function(mechanism, self.cfg, self.lay, self.h)
+        self.layout = self.fn.layout
+        streams = [SensorStream(res.name, res.kind, res.index, res.dim) for res in self.fn.residuals]
+        self._measuring = streams
         for name in mechanism.known_input_joints:
-            s = COMMAND_PREFIX + name
-            self._sensors[s] = _Sensor(s, "command", mechanism.index[name])
-        self._measuring = [s for s in self._sensors.values() if s.kind != "command"]
-        # every live stream, known-input commands included, holds a keyframe back until it
-        # has reported past it (so a keyframe never closes before its command arrived)
-        self._streams = list(self._sensors.values())
+            streams = streams + [SensorStream(COMMAND_PREFIX + name, "command", mechanism.index[name], 1)]
+        self._sensors = {s.name: s for s in streams}
+        self.schedule = KeyframeSchedule(streams, self.h, self.cfg.sensor_wait)
+        self._p = self.fn.step.p                       # the step's parameters, filled in place
+        self._p[:] = self.layout.empty_parameters()
+        for i, s in enumerate(self._measuring):
+            s.slot = i                                 # its block in the step parameters
+        self.inbox = StepInbox(self.layout, self._measuring,
+                               ahead=max(64, int(math.ceil(4 * self.cfg.sensor_wait * self.cfg.keyframe_rate)) + 8))
+        n, h = self.lay.n, self.h
+        self._transition = np.eye(self.lay.dim)
+        self._transition[:n, n:2 * n] = h * np.eye(n)
+        self._transition[:n, 2 * n:3 * n] = 0.5 * h * h * np.eye(n)
+        self._transition[n:2 * n, 2 * n:3 * n] = h * np.eye(n)
         self._initial_q = initial_q
         self._initial_v = initial_v
-        self._integration = IntegrationFactor(self.lay, self.h, self.cfg)
-        self._random_walk = RandomWalkFactor(self.lay, self.h, self._random_walk_sigmas())
-        self._keyframe = KeyframeFactor(mechanism, self.data, self.lay, self.cfg, np.zeros(mechanism.n))
         self._command_t: dict[int, list[float]] = {}
         self._command_y: dict[int, list[float]] = {}
         self._next_key = 0
         self._branch_hint: np.ndarray | None = None   # the last estimated q (survives restarts)
+        self.recorded: list | None = [] if record_steps else None
+        self.final_states: dict[int, np.ndarray] = {}    # (recording) states as they left the window
         self._start_fresh(None)
+        self.startup_s = time.perf_counter() - t_build
         if freeze_gc:
             gc.collect()
             gc.freeze()
 
     # ----------------------------------------------------------------------------------------
     # set-up
-    def _random_walk_sigmas(self) -> np.ndarray:
-        nz, lay = self.cfg.noise, self.lay
-        out = [nz.input_random_walk] * lay.n_u
-        for g, sl in zip(self.mech.gyros, lay.bias_slices):
-            if sl is not None:
-                out += [max(g.config.bias_instability, 1e-9)] * (sl.stop - sl.start)
-        if lay.has_gravity:
-            out.append(nz.gravity_random_walk)
-        if lay.has_mass:
-            out.append(nz.mass_random_walk)
-        return np.asarray(out, float)
-
     def _initial_state(self) -> np.ndarray:
         """The state keyframe 0 starts from: ``initial_q``/``initial_v`` if given; else, with
         ``initial_pose: sensors`` and encoders on every DOF, the assembly at the first encoder
@@ -168,11 +173,12 @@ class Estimator:
         """The earliest queued encoder reading of every DOF coordinate, or None if one is missing."""
         mech = self.mech
         first: dict[int, tuple[float, float]] = {}
-        for p in self._pending:
-            if p.sensor.kind == "encoder":
-                j = mech.encoders[p.sensor.index].index
-                if j not in first or p.stamp < first[j][0]:
-                    first[j] = (p.stamp, float(p.value[0]))
+        for i, s in enumerate(self._measuring):
+            if s.kind == "encoder":
+                e = self.inbox.earliest(i)
+                j = mech.encoders[s.index].index
+                if e is not None and (j not in first or e[0] < first[j][0]):
+                    first[j] = (e[0], float(e[1]))
         if not all(int(j) in first for j in mech.dof):
             return None
         return np.array([first[int(j)][1] for j in mech.dof])
@@ -192,32 +198,30 @@ class Estimator:
         return sig
 
     def _start_fresh(self, x_start: np.ndarray | None, prior_sigma: np.ndarray | None = None) -> None:
-        """(Re)start; the next sample opens keyframe 0 at its stamp (keys stay unique). Samples
+        """(Re)start; the next sample opens keyframe 0 at its stamp (keys stay unique). Readings
         still queued are counted as discarded."""
-        for p in getattr(self, "_pending", []):
-            p.sensor.counts.discarded += 1
-        self.smoother = FixedLagSmoother(capacity=2 * self.window + 64)
+        if hasattr(self, "inbox"):
+            for i, _, _ in self.inbox.drain(self.schedule):
+                self._measuring[i].counts.discarded += 1
+        cap = self.window + self._lagged_every + 2 * MARGINALIZE_EVERY + 8
+        self.smoother = FixedLagSmoother(self.lay.dim, capacity=cap, qr=self.mech.m > 0)
+        self.records = StepRecords(cap, self.lay.dim, self.layout.P)
+        self.schedule.restart(self._next_key)
         self._x_start = x_start
-        self._prior_sigma = prior_sigma
-        self._started = False
-        self._t0 = 0.0
-        self._k0 = self._next_key
-        self._closed = self._k0 - 1                  # index of the newest closed keyframe
+        self._prior_sigma = prior_sigma if prior_sigma is not None else self._prior_sigmas()
         self._x: dict[int, np.ndarray] = {}          # states of the newest keyframes
-        self._pending: list[_Sample] = []
-        self._late: list = []
-        for sensor in self._sensors.values():
-            sensor.run_last = -math.inf
-        self._steps: deque[Step] = deque(maxlen=2 * self.window + 1)
-        self._lin1: np.ndarray | None = None
-        self._lin0: np.ndarray | None = None
+        self._late: list = []                        # (k, factor) waiting for the next update
+        self._group: list[_GroupStep] = []           # linearized steps waiting for their update
         self._scan_count = 0
         self._scan_active = True
-        self._latest_stamp = -math.inf
+        self._quiet_passes = 0                       # deep passes in a row that found no work
         self._out: list[Estimate] = []
         self._out_lagged: list[Estimate] = []
         self._last: Estimate | None = None
         self._last_lagged: Estimate | None = None
+        self._lagged_next = self._next_key           # next keyframe to emit as lagged
+        self._back_limit = -math.inf                 # a stamp before this is out of the window
+        self._held_back: list = []                   # readings before it, until a jump is confirmed
         self._recovering = False
 
     def reset(self, reason: str = "requested") -> None:
@@ -227,31 +231,28 @@ class Estimator:
         self._command_t.clear()
         self._command_y.clear()
         for s in self._sensors.values():
-            s.recent.clear()
-            s.mean_abs, s.scale = 0.7979, 1.0
+            s.forget_recent()
         self._start_fresh(None)
 
     # ----------------------------------------------------------------------------------------
     # time
     def _time(self, k: int) -> float:
-        return self._t0 + (k - self._k0) * self.h
-
-    def _keyframe_of(self, stamp: float) -> int:
-        """The keyframe k with t_{k-1} < stamp <= t_k."""
-        return self._k0 + max(0, math.ceil((stamp - self._t0) / self.h - 1e-9))
+        return self.schedule.time(k)
 
     def _window_start(self) -> int:
-        return self.smoother.keys[0] if self.smoother.keys else self._k0
+        return self.smoother.keys[0] if self.smoother.keys else self.schedule.k0
 
     @property
     def started(self) -> bool:
-        return self._started
+        return self.schedule.started
 
     # ----------------------------------------------------------------------------------------
     # input
     def counts(self) -> dict[str, SensorCounts]:
-        for s in self._sensors.values():
-            s.counts.pending = sum(1 for p in self._pending if p.sensor is s)
+        for s, n in zip(self._measuring, self.inbox.pending):
+            s.counts.pending = n
+        for name, _, _ in self._held_back:
+            self._sensors[name].counts.pending += 1
         return {name: s.counts for name, s in self._sensors.items()}
 
     def add_sample(self, sensor: str, stamp: float, value) -> str:
@@ -259,8 +260,11 @@ class Estimator:
 
         value: encoder (1,) rad or m; gyro (3,) rad/s in the sensor frame (x, y, z; the config's
         ``axes`` are used); load cell (1,) N or N m; ``command:<joint>`` (1,) the known effort.
-        Returns what happened to it: queued, late, too_old, rejected_nonfinite,
-        rejected_duplicate or unknown_sensor (the counts record the same).
+        A scalar is accepted for one-value sensors. Returns what happened to it: queued, late,
+        too_old, rejected_nonfinite, rejected_duplicate, unknown_sensor (the counts record the
+        same), or held: stamped before the window; it becomes too_old when the next reading is
+        in line again, and the start of a new run (a reset) when JUMP_CONFIRM such readings
+        come in a row.
         """
         s = self._sensors.get(sensor)
         if s is None:
@@ -268,61 +272,102 @@ class Estimator:
             return "unknown_sensor"
         c = s.counts
         c.received += 1
-        value = np.atleast_1d(np.asarray(value, float))
-        if not (math.isfinite(stamp) and math.isfinite(value.sum())):      # NaN/Inf propagate
+        try:
+            if s.dim == 1:
+                y = float(value[0]) if hasattr(value, "__getitem__") else float(value)
+                ok = math.isfinite(y) and math.isfinite(stamp)
+            else:
+                y = value
+                ok = len(value) == s.dim and math.isfinite(stamp) and all(math.isfinite(float(x)) for x in value)
+        except (TypeError, ValueError, IndexError):
+            ok = False
+        if not ok:
             c.rejected_nonfinite += 1
             return "rejected_nonfinite"
-        if s.kind == "gyro" and value.size != 3:
-            c.rejected_nonfinite += 1
-            return "rejected_nonfinite"
-        if stamp in s.recent:
+        if s.is_duplicate(stamp):
             c.rejected_duplicate += 1
             return "rejected_duplicate"
-        if self.started and stamp < self._time(self._window_start()) - max(self.cfg.lag, 1.0):
-            self.reset(f"time jumped backwards to {stamp:.3f} s on {sensor}")
-        s.recent.append(stamp)
-        c.first_stamp = stamp if c.first_stamp is None else min(c.first_stamp, stamp)
-        c.last_stamp = stamp if c.last_stamp is None else max(c.last_stamp, stamp)
-        s.run_last = max(s.run_last, stamp)
+        sch = self.schedule
+        if stamp < self._back_limit:
+            # older than the window: an isolated one is too old; JUMP_CONFIRM in a row are a
+            # jump backwards (a looping bag, a clock reset): restart and take them
+            self._held_back.append((sensor, stamp, value))
+            if len(self._held_back) < JUMP_CONFIRM:
+                return "held"
+            held, self._held_back = self._held_back, []
+            self.reset(f"time jumped backwards to {held[0][1]:.3f} s on {held[0][0]}")
+            for name, st, val in held[:-1]:
+                self._sensors[name].counts.received -= 1
+                self.add_sample(name, st, val)
+            s.is_duplicate(stamp)
+        elif self._held_back:
+            for name, _, _ in self._held_back:       # isolated: too old for the window
+                self._sensors[name].counts.too_old += 1
+            self._held_back = []
+        if c.first_stamp is None or stamp < c.first_stamp:
+            c.first_stamp = stamp
+        if c.last_stamp is None or stamp > c.last_stamp:
+            c.last_stamp = stamp
+        if stamp > s.run_last:
+            s.run_last = stamp
         if s.kind == "command":
-            self._add_command(s.index, stamp, float(value[0]))
+            self._add_command(s.index, stamp, y)
             c.used += 1
             return "queued"
-        if not self.started:
-            # collect the first sensor_wait seconds, then start at the earliest stamp seen
-            self._pending.append(_Sample(stamp, s, value))
-            self._latest_stamp = max(self._latest_stamp, stamp)
-            earliest = min(p.stamp for p in self._pending)
-            if self._latest_stamp - earliest >= self.cfg.sensor_wait:
-                self._open(earliest)
+        if not sch.started:
+            self.inbox.queue(s.slot, stamp, y)
+            if stamp > sch.latest:
+                sch.latest = stamp
+            if sch.latest - self.inbox.earliest()[0] >= sch.wait:
+                self._open()
                 self._close_ready()
             return "queued"
         status = "queued"
-        if stamp <= self._time(self._closed):
-            status = self._add_late(_Sample(stamp, s, value))
+        if stamp <= sch.t_closed:
+            status = self._add_late(s, stamp, y)
         else:
-            self._pending.append(_Sample(stamp, s, value))
-        self._latest_stamp = max(self._latest_stamp, stamp)
-        self._close_ready(stamp)
+            # its keyframe k (t_{k-1} < stamp <= t_k) and the fraction of that step
+            f = (stamp - sch.t0) / sch.h
+            k = sch.k0 + max(0, math.ceil(f - 1e-9))
+            self.inbox.put(s.slot, k, sch.closed, stamp, y, f - (k - sch.k0 - 1))
+        if stamp > sch.latest:
+            sch.latest = stamp
+        if stamp >= sch.t_next:
+            self._close_ready()
         return status
+
+    def _open(self) -> None:
+        """Start the run at the earliest reading waiting (the initial state may come from the
+        waiting encoder readings)."""
+        if self._x_start is None:
+            self._x_start = self._initial_state()
+        self.schedule.open(self.inbox.earliest()[0])
+        self.inbox.start(self.schedule)
 
     def advance_to(self, stamp: float) -> None:
         """Close every keyframe up to ``stamp`` even if sensors are silent (dynamics only)."""
-        if not self.started and self._pending:
-            self._open(min(p.stamp for p in self._pending))
-        if not self.started:
+        sch = self.schedule
+        if not sch.started and self.inbox.waiting:
+            self._open()
+        if not sch.started:
             return
-        while self._time(self._closed + 1) <= stamp:
-            self._close(self._closed + 1)
+        while self._time(sch.closed + 1) <= stamp:
+            self._close(sch.closed + 1)
+        self._commit()
 
     def flush(self) -> None:
         """Close the keyframes the queued samples reach (end of a recording)."""
-        if not self.started and self._pending:
-            self._open(min(p.stamp for p in self._pending))
-        if self.started and self._pending:
-            last = max(p.stamp for p in self._pending)
-            while self._time(self._closed) < last:
-                self._close(self._closed + 1)
+        sch = self.schedule
+        if not sch.started and self.inbox.waiting:
+            self._open()
+        if not sch.started:
+            return
+        last = self.inbox.newest if any(self.inbox.pending) else -math.inf
+        while self._time(sch.closed) < last:
+            self._close(sch.closed + 1)
+        self._commit()
+        if self.want_lagged and self.smoother.keys:
+            self._emit_lagged(sch.closed - self.window)
 
     def _add_command(self, j: int, stamp: float, effort: float) -> None:
         ts = self._command_t.setdefault(j, [])
@@ -343,317 +388,372 @@ class Estimator:
                 tau[j] = float(np.interp(stamp, ts, self._command_y[j]))
         return tau
 
-    def _open(self, stamp: float) -> None:
-        """Keyframe 0 at the first sample's stamp."""
-        self._started = True
-        self._t0 = stamp
-        self._closed = self._k0 - 1
+    def _efforts_at(self, stamps: np.ndarray) -> np.ndarray:
+        tau = np.zeros((stamps.size, self.mech.n))
+        for j, ts in self._command_t.items():
+            if ts:
+                tau[:, j] = np.interp(stamps, ts, self._command_y[j])
+        return tau
 
-    def _live(self, s: _Sensor) -> bool:
-        """A sensor is live if it reported within the last 0.5 s of this run."""
-        return s.run_last >= self._latest_stamp - 0.5
+    def _fill_efforts(self, p: np.ndarray, t_k: float) -> None:
+        """Known efforts at the keyframe and at the readings of sensors that need them."""
+        if self.layout.tau is not None:
+            p[self.layout.tau] = self.known_efforts(t_k)
+        for b, s in zip(self.layout.blocks, self._measuring):
+            if b.tau and s.taken:
+                V = b.view(p)[:s.taken]
+                V[:, 1 + s.dim:] = self._efforts_at(t_k - self.h + V[:, 0] * self.h)
 
-    def _close_ready(self, stamp: float | None = None) -> None:
-        """Close the keyframes that can be closed. A sample stamped before the next keyframe
-        time cannot make it closable, so that (most frequent) case returns at once."""
-        if stamp is not None and stamp < self._time(self._closed + 1):
-            return
-        while True:
-            t = self._time(self._closed + 1)
-            if self._latest_stamp >= t + self.cfg.sensor_wait:
-                self._close(self._closed + 1)
-                continue
-            live = [s for s in self._streams if self._live(s)]
-            if live and all(s.run_last >= t for s in live):
-                self._close(self._closed + 1)
-                continue
-            return
+    def _close_ready(self) -> None:
+        sch = self.schedule
+        while sch.next_ready():
+            self._close(sch.closed + 1)
 
     # ----------------------------------------------------------------------------------------
-    # factors
-    def _sample_factors(self, samples: list[_Sample], t_prev: float) -> list:
-        mech, lay, h = self.mech, self.lay, self.h
-        loss = self.cfg.robust_loss
-        factors: list = []
-        enc = [p for p in samples if p.sensor.kind == "encoder"]
-        if enc:
-            idx, s, y, sig, ang = [], [], [], [], []
-            for p in enc:
-                e = mech.encoders[p.sensor.index]
-                idx.append(e.index)
-                s.append((p.stamp - t_prev) / h)
-                y.append(p.value[0])
-                sig.append(e.config.noise)
-                ang.append(e.angular)
-            f = EncoderBatchFactor(lay, h, idx, s, y, sig, ang, loss)
-            f.scale = max(p.sensor.scale for p in enc)
-            factors.append(TaggedFactor(f, enc))
-        for p in samples:
-            if p.sensor.kind == "gyro":
-                f = GyroFactor(mech, self.data, lay, p.sensor.index,
-                               Interpolant.at((p.stamp - t_prev) / h, h), p.value, loss)
-            elif p.sensor.kind == "load_cell":
-                f = LoadCellFactor(mech, self.data, lay, p.sensor.index,
-                                   Interpolant.at((p.stamp - t_prev) / h, h), float(p.value[0]),
-                                   self.known_efforts(p.stamp), loss)
-            else:
-                continue
-            f.scale = p.sensor.scale
-            factors.append(TaggedFactor(f, [p]))
-        return factors
-
-    def _step_factors(self, k: int, samples: list[_Sample]) -> list:
-        factors: list = []
-        if k == self._k0:
-            sig = self._prior_sigma if self._prior_sigma is not None else self._prior_sigmas()
-            factors.append(TaggedFactor(PriorFactor(self._x_start, sig), []))
-        else:
-            factors.append(TaggedFactor(self._integration, []))
-            if not self._random_walk.empty:
-                factors.append(TaggedFactor(self._random_walk, []))
-        kf = self._keyframe if not self._command_t else KeyframeFactor(
-            self.mech, self.data, self.lay, self.cfg, self.known_efforts(self._time(k)))
-        factors.append(TaggedFactor(kf, []))
-        factors.extend(self._sample_factors(samples, self._time(k) - self.h))
-        return factors
-
+    # linearising
     def _predict(self, x: np.ndarray) -> np.ndarray:
-        lay, h = self.lay, self.h
-        y = x.copy()
-        y[lay.Q] = x[lay.Q] + h * x[lay.V] + 0.5 * h * h * x[lay.A]
-        y[lay.V] = x[lay.V] + h * x[lay.A]
-        return y
+        """x_k from x_{k-1}: q + h v + h^2/2 a, v + h a, the rest held."""
+        return self._transition @ x
 
-    def _gauss_newton(self, factors: list, x0: np.ndarray | None, x1: np.ndarray, iterations: int):
-        """Refine x1 with x0 fixed; return the final linearization (r, J0, J1) and x1."""
+    @staticmethod
+    def _prior_rows(x1: np.ndarray, mean: np.ndarray, sigma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(x1 - mean) / sigma on the components with a finite sigma, and its Jacobian."""
+        idx = np.flatnonzero(np.isfinite(sigma) & (sigma > 0))
+        inv = 1.0 / sigma[idx]
+        J = np.zeros((idx.size, x1.size))
+        J[np.arange(idx.size), idx] = inv
+        return (x1[idx] - mean[idx]) * inv, J
+
+    def linearize(self, x0: np.ndarray | None, x1: np.ndarray, p: np.ndarray | None,
+                  prior: tuple[np.ndarray, np.ndarray] | None = None, copy: bool = True):
+        """Rows (r, J0, J1) of a step with parameters p (None: the step's bound parameters) at
+        (x0, x1); a step without x0 (the first of a run) has the prior (mean, sigma; default
+        this run's) instead of the integration and random-walk rows, and J0 None. With
+        ``copy`` False a binary step's arrays are views valid until the next evaluation."""
+        fn = self.fn.step
+        r, J0, J1 = fn(x1 if x0 is None else x0, x1, p)
+        if not fn.finite():
+            raise LinearizationError("a step's residual or Jacobian is not finite")
+        if x0 is None:
+            H = self.layout.head
+            mean, sigma = prior if prior is not None else (self._x_start, self._prior_sigma)
+            pr, pJ = self._prior_rows(x1, mean, sigma)
+            return np.concatenate((pr, r[H:])), None, np.vstack((pJ, J0[H:] + J1[H:]))
+        if copy:
+            return r.copy(), J0.copy(), J1.copy()
+        return r, J0, J1
+
+    def _gauss_newton(self, x0: np.ndarray | None, x1: np.ndarray, iterations: int):
+        """Refine x1 with x0 fixed (the step's bound parameters); return the final
+        linearization (r, J0, J1; views) and x1."""
         for _ in range(iterations):
-            r, J0, J1 = linearize_step(factors, x0, x1)
+            r, _, J1 = self.linearize(x0, x1, None, copy=False)
             dx = scipy.linalg.lstsq(J1, -r, lapack_driver="gelsy", check_finite=False)[0]
             if not math.isfinite(dx.sum()):
                 break
             x1 = x1 + dx
-        r, J0, J1 = linearize_step(factors, x0, x1)
+        r, J0, J1 = self.linearize(x0, x1, None, copy=False)
         return r, J0, J1, x1
+
+    def _reading_factor(self, s: SensorStream, stamp: float, value, k: int,
+                        x0: np.ndarray, x1: np.ndarray, new_key: bool = False, shift_x0: bool = True):
+        """The factor of one reading of stream s in step k, linearized at (x0, x1); ``new_key``:
+        keyframe k is being added (x1 becomes its theta); ``shift_x0`` False: so is k-1."""
+        i = self._measuring.index(s)
+        fn = self.fn.reading[i]
+        b = self.fn.reading_layouts[i].blocks[0]
+        p = fn.p
+        V = b.view(p)
+        V[0, 0] = (stamp - self._time(k - 1)) / self.h
+        V[0, 1:1 + s.dim] = value
+        if b.tau:
+            V[0, 1 + s.dim:] = self.known_efforts(stamp)
+        p[b.mean_abs] = s.mean_abs
+        r, J0, J1 = fn(x0, x1)
+        if not fn.finite():
+            raise LinearizationError(f"a reading of {s.name} gave a non-finite residual")
+        s.set_mean_abs(float(fn.stats[0]))
+        s.counts.downweighted += int(fn.stats[1])
+        return self.smoother.factor(k, r, J0, J1, x0 if shift_x0 else None, None if new_key else x1)
 
     # ----------------------------------------------------------------------------------------
     # keyframes
-    def _take_samples(self, t: float) -> list[_Sample]:
-        take = [p for p in self._pending if p.stamp <= t]
-        if take:
-            self._pending = [p for p in self._pending if p.stamp > t]
-            take.sort(key=lambda p: p.stamp)
-        return take
-
     def _close(self, k: int) -> None:
+        """Close keyframe k: take its readings and linearize its step; solve once the group of
+        ``keyframes_per_update`` keyframes is complete (at once while recovering)."""
         t0 = time.perf_counter()
         c0 = time.thread_time()
-        samples = self._take_samples(self._time(k))
-        first = k == self._k0
+        sch = self.schedule
+        first = k == sch.k0
+        t_k = self._time(k)
+        p = self._p
+        extra = self.inbox.take(k, p, sch)
+        if self._command_t:
+            self._fill_efforts(p, t_k)
         if first and self._x_start is None:
             self._x_start = self._initial_state()
-        factors = self._step_factors(k, samples)
+        # the previous keyframe's estimate, or its linearization point if it is in this group
         x_prev = None if first else self._x[k - 1]
         x_pred = self._x_start if first else self._predict(x_prev)
+        committed_prev = not first and not (self._group and self._group[-1].k == k - 1)
         self._next_key = k + 1
+        sch.mark_closed(k)
         try:
-            r, J0, J1, x1 = self._gauss_newton(factors, x_prev, x_pred, self.cfg.gauss_newton_iterations)
-            rms = float(np.sqrt(np.mean(r * r)))
+            r, J0, J1, x1 = self._gauss_newton(x_prev, x_pred, self.cfg.gauss_newton_iterations)
+            rms = math.sqrt(float(r @ r) / r.size)
             if rms > self.cfg.divergence_threshold:
                 raise SolverFailure(f"diverging: whitened residual RMS {rms:.3g} at keyframe {k}")
-            lf = self._factor(k, J0, J1, r, x_prev, x1)
+            if self.mech.m and not first:
+                self.health.closure_residual = float(np.abs(r[self.layout.phi]).max()) * \
+                    self.cfg.noise.closure_position
+            self.health.residual_rms = rms
+            # x1 becomes keyframe k's theta; a committed x_prev may have moved from its theta
+            factors = [self.smoother.factor(k, r, J0, J1, x_prev if committed_prev else None)]
+            taken = self._count_step()
+            used_extra = []
+            for s, stamp, value in extra:
+                if first:                     # (only readings stamped at the run's very start)
+                    s.counts.discarded += 1
+                    continue
+                factors.append(self._reading_factor(s, stamp, value, k, x_prev, x1, new_key=True,
+                                                    shift_x0=committed_prev))
+                s.counts.used += 1
+                used_extra.append((s, stamp, value))
+            self.records.store(k, p, x_prev, x1, -1, first)
+            self._x[k] = x1
+            self._group.append(_GroupStep(k, factors, x1, taken, used_extra,
+                                          time.perf_counter() - t0, time.thread_time() - c0))
+        except (LinearizationError, SolverFailure, np.linalg.LinAlgError) as exc:
+            readings = self._readings_in(p, t_k - self.h) + extra
+            self._fail(k, exc, readings)
+            return
+        if len(self._group) >= self.keyframes_per_update or self._recovering:
+            self._commit()
+
+    def _commit(self) -> None:
+        """Solve: the group's keyframes and factors (and late readings) in one ISAM2 update;
+        then relinearization, marginalisation and the estimates."""
+        if not self._group:
+            return
+        t0 = time.perf_counter()
+        c0 = time.thread_time()
+        group, self._group = self._group, []
+        sch = self.schedule
+        try:
             late, self._late = self._late, []
-            touched = min([k if first else k - 1] + [kk - 1 for kk, _ in late])
-            idx = self.smoother.update([lf] + [f for _, f in late], new_keys={k: x1}, touched=touched)
-            step = Step(k, factors, idx[0], x_prev, x1, unary=first)
-            self._steps.append(step)
-            self._set_lin(k, x_prev, x1)
+            first_k = group[0].k
+            touched = min([first_k if first_k == sch.k0 else first_k - 1] + [kk - 1 for kk, _ in late])
+            factors = [f for g in group for f in g.factors] + [f for _, f in late]
+            idx = self.smoother.update(factors, new_keys=[(g.k, g.x1) for g in group], touched=touched)
+            i = 0
+            for g in group:
+                self.records.set_index(g.k, idx[i])
+                i += len(g.factors)
             if self.recorded is not None:
-                self.recorded.append(step)
-            self._closed = k
-            self._x[k] = self.smoother.estimate(k)
-            self._x.pop(k - 2, None)
+                for g in group:
+                    first = self.records.is_unary(g.k)
+                    self.recorded.append((g.k, self.records.parameters(g.k).copy(), first,
+                                          (self._x_start.copy(), self._prior_sigma.copy()) if first else None))
+            for g in group:
+                self._x[g.k] = self.smoother.estimate(g.k)
+            last = group[-1].k
+            for kk in [kk for kk in self._x if kk < last - 1]:
+                del self._x[kk]
             self._relinearize()
             self._marginalize()
-            self.health.residual_rms = rms
-            if self.mech.m:
-                self.health.closure_residual = float(np.abs(r[self._phi_rows(first)]).max()) * \
-                    self.cfg.noise.closure_position
+            self._back_limit = self._time(self._window_start()) - max(self.cfg.lag, 1.0)
         except (SolverFailure, LinearizationError, np.linalg.LinAlgError) as exc:
-            if self._recovering:
-                # the fresh start failed too: drop this keyframe's samples, restart from the config
-                self._recovering = False
-                for p in samples:
-                    p.sensor.counts.discarded += 1
-                self.health.last_recovery += f"; restart failed ({exc}), back to the initial state"
-                self._start_fresh(None)
-                return
-            self._recover(k, str(exc) or type(exc).__name__, samples)
+            readings = []
+            for g in group:
+                readings += self._readings_in(self.records.parameters(g.k), self._time(g.k - 1), g.taken)
+                readings += g.extra
+                for s, c in zip(self._measuring, g.taken):
+                    s.counts.used -= c
+                for s, _, _ in g.extra:
+                    s.counts.used -= 1
+            self._fail(group[0].k, exc, readings)
             return
-        self._count_used(factors)
-        self.health.keyframes += 1
-        self._emit(k, lagged=False)
-        self.health.update_ms.append((time.perf_counter() - t0) * 1e3)
-        self.health.update_cpu_ms.append((time.thread_time() - c0) * 1e3)
+        wall = (time.perf_counter() - t0) / len(group)
+        cpu = (time.thread_time() - c0) / len(group)
+        for g in group:
+            self.health.keyframes += 1
+            self._emit(g.k, lagged=False)
+            self.health.timing.add((g.wall + wall) * 1e3, (g.cpu + cpu) * 1e3)
 
-    def _phi_rows(self, first: bool) -> slice:
-        """Rows of the closure position residual in a step's stacked rows."""
-        if first:
-            start = int(np.sum(np.isfinite(self._prior_sigma if self._prior_sigma is not None
-                                           else self._prior_sigmas())))
-        else:
-            start = self._integration.J1.shape[0] + (0 if self._random_walk.empty else self._random_walk.cols.size)
-        return slice(start, start + self.mech.m)
+    def _fail(self, k: int, exc: Exception, readings: list) -> None:
+        """A step or solve failed at keyframe k (the first of its group): recover from the last
+        good state, or, if recovering already failed, restart from the config."""
+        for g in self._group:              # an unsolved group before k: its readings come back
+            readings += self._readings_in(self.records.parameters(g.k), self._time(g.k - 1), g.taken)
+            readings += g.extra
+            for s, c in zip(self._measuring, g.taken):
+                s.counts.used -= c
+            for s, _, _ in g.extra:
+                s.counts.used -= 1
+        if self._group:
+            k = self._group[0].k
+        self._group = []
+        if self._recovering:
+            # the fresh start failed too: drop these readings, restart from the config
+            self._recovering = False
+            for s, _, _ in readings:
+                s.counts.discarded += 1
+            self.health.last_recovery += f"; restart failed ({exc}), back to the initial state"
+            self._start_fresh(None)
+            return
+        self._recover(k, str(exc) or type(exc).__name__, readings)
 
-    def _factor(self, k: int, J0, J1, r, x_prev, x1):
-        if J0 is None:
-            return self.smoother.linear_factor([k], [J1], -r, [x1])
-        return self.smoother.linear_factor([k - 1, k], [J0, J1], -r, [x_prev, x1])
+    def _count_step(self) -> list[int]:
+        """Counts and innovation scales of the readings in the step just linearized; returns
+        how many readings of each stream it took."""
+        stats = self.fn.step.stats
+        taken = []
+        for i, s in enumerate(self._measuring):
+            c = s.taken
+            taken.append(c)
+            if c:
+                s.counts.used += c
+                s.set_mean_abs(float(stats[2 * i]))
+                d = stats[2 * i + 1]
+                if d:
+                    s.counts.downweighted += int(d)
+        return taken
+
+    def _readings_in(self, p: np.ndarray, t_prev: float, taken: list[int] | None = None) -> list:
+        """(stream, stamp, value) of the readings in the slots of a step's parameters (``taken``
+        per stream; default: as the last step took)."""
+        out = []
+        for i, (b, s) in enumerate(zip(self.layout.blocks, self._measuring)):
+            V = b.view(p)
+            for j in range(s.taken if taken is None else taken[i]):
+                out.append((s, t_prev + float(V[j, 0]) * self.h,
+                            float(V[j, 1]) if s.dim == 1 else V[j, 1:1 + s.dim].copy()))
+        return out
 
     def _marginalize(self) -> None:
-        """Keep between ``lag`` and twice ``lag`` of keyframes: when the window reaches twice the
-        lag, rebuild ISAM2 and marginalise the oldest half (see FixedLagSmoother.rebuild)."""
-        if self.want_lagged:
-            old = self._closed - self.window
-            if old in self.smoother.keys:
-                self._x[old] = self.smoother.estimate(old)
-                self._emit(old, lagged=True)
-                self._x.pop(old, None)
-        if len(self.smoother) < 2 * self.window:
+        """Emit the lagged estimates of keyframes that reached the lag (a group at a time, from
+        an exact solve); marginalise keyframes older than the lag, a few at a time."""
+        sm = self.smoother
+        upto = self.schedule.closed - self.window
+        if self.want_lagged and upto - self._lagged_next + 1 >= self._lagged_every:
+            self._emit_lagged(upto)
+        oldest = sm.keys[0]
+        last = upto - 1 if not self.want_lagged else min(upto, self._lagged_next) - 1
+        excess = last - oldest + 1
+        if excess < MARGINALIZE_EVERY:
             return
-        count = len(self.smoother) - self.window
-        X = self.smoother.all_estimates()
         if self.recorded is not None:
-            for j, k in enumerate(self.smoother.keys[:count]):
+            X = sm.all_estimates()
+            for j, k in enumerate(sm.keys[:excess]):
                 self.final_states[k] = X[j].copy()
-        mapping = self.smoother.rebuild(X, count)
-        for step in self._steps:
-            step.index = mapping.get(step.index, -1)
-        start = self._window_start()
-        while self._steps and (self._steps[0].k < start or
-                               (self._steps[0].k == start and not self._steps[0].unary)):
-            self._steps.popleft()
+        sm.marginalize_oldest(excess)
+        for k in range(oldest, oldest + excess + 1):
+            self.records.drop(k)
+
+    def _emit_lagged(self, upto: int) -> None:
+        """Emit keyframes lagged_next .. upto (those still in the window) as lagged estimates,
+        from an exact back-substitution (ISAM2's own estimates of old keyframes are only
+        refreshed while their change exceeds the wildfire threshold)."""
+        keys = [k for k in range(self._lagged_next, upto + 1) if k in self.smoother]
+        if keys:
+            X = self.smoother.exact_estimates(keys)
+            for k, x in zip(keys, X):
+                self._emit(k, lagged=True, x=x)
+        self._lagged_next = max(self._lagged_next, upto + 1)
 
     # ----------------------------------------------------------------------------------------
     # relinearization, late samples, recovery
-    def _set_lin(self, k: int, x0: np.ndarray | None, x1: np.ndarray) -> None:
-        """Remember where step k was linearized (ring-buffer rows as in the smoother)."""
-        if self._lin1 is None:
-            cap = self.smoother.capacity
-            self._lin1 = np.zeros((cap, x1.size))
-            self._lin0 = np.zeros((cap, x1.size))
-        row = k % self.smoother.capacity
-        self._lin1[row] = x1
-        if x0 is not None:
-            self._lin0[row] = x0
-
     def _relinearize(self) -> None:
-        """Fluid relinearization: the step factors whose keyframes ISAM2 moved by more than
-        ``relinearize_threshold`` since they were linearized are relinearized at the current
-        estimate, the most-moved first, at most ``relinearize_budget`` per keyframe. With
-        ``relinearize_window`` every step of the window is a candidate (how a wrong initial pose
-        converges); otherwise only the newest ``relinearize_budget`` steps are."""
+        """Fluid relinearization (see :mod:`.relinearization`): every keyframe the newest step is
+        checked (while the previous check found work: the newest ``relinearize_horizon`` steps);
+        every SCAN_PERIOD the whole window (a deep pass: it costs milliseconds, and finds work
+        only while the estimate converges from a wrong state). A deep pass that moved the newest
+        keyframe again is followed by one that relinearizes the newest step alone (cheap)."""
         budget = self.cfg.relinearize_budget
-        keys = self.smoother.keys
-        if budget <= 0 or len(keys) < 2:
+        sm = self.smoother
+        if budget <= 0 or len(sm) < 2:
             return
         n, th = self.lay.n, self.cfg.relinearize_threshold
         vth = self.cfg.relinearize_velocity_factor * th
-        # Scanning the window costs a read of every keyframe's delta; while tracking only the
-        # newest steps move, so the window is scanned every 10th keyframe, whenever the two
-        # newest steps moved, and as long as the previous scan still found steps to redo.
+        rec = self.records
+        k = self.schedule.closed
         self._scan_count += 1
-        if not self._scan_active and self._scan_count % 10 and self.cfg.relinearize_window:
-            rows2 = self.smoother.rows()[-3:]
-            x2 = np.stack([self.smoother.estimate(k) for k in keys[-3:]])
-            d = np.maximum(np.abs(x2[1:, :2 * n] - self._lin1[rows2[1:], :2 * n]),
-                           np.abs(x2[:-1, :2 * n] - self._lin0[rows2[1:], :2 * n]))
-            if max(d[:, :n].max() / th, d[:, n:].max() / vth) <= 1.0:
-                return
-        X = self.smoother.all_estimates()             # rows: keys[0] .. keys[-1]
-        rows = self.smoother.rows()
-        first = 1 if self.cfg.relinearize_window else max(1, len(keys) - budget)
-        # steps k = keys[first:] (their previous keyframe is in the window)
-        d1 = np.abs(X[first:, :2 * n] - self._lin1[rows[first:], :2 * n])
-        d0 = np.abs(X[first - 1:-1, :2 * n] - self._lin0[rows[first:], :2 * n])
-        d = np.maximum(d1, d0)
-        moved = np.maximum(d[:, :n].max(axis=1) / th, d[:, n:].max(axis=1) / vth)
-        order = [first + i for i in np.argsort(-moved)[:budget] if moved[i] > 1.0]
-        # the window's steps, aligned with its keys (steps[j].k == keys[0] + j - offset)
-        steps = self._steps
-        offset = keys[0] - steps[0].k if steps else 0
-        head = steps[offset] if steps and 0 <= offset < len(steps) and steps[offset].k == keys[0] else None
-        if head is not None and head.unary and head.index >= 0 and len(order) < budget:
-            d = np.abs(X[0, :2 * n] - self._lin1[rows[0], :2 * n])   # the run's first step
-            if max(d[:n].max() / th, d[n:].max() / vth) > 1.0:
-                order.append(0)
-        self._scan_active = bool(order)
+        converging = self._quiet_passes < QUIET_PASSES
+        deep = self._scan_count % (self._scan_every if converging else self._quiet_scan_every) == 0
+        if not deep and not self._scan_active and not rec.moved(k, None, self._x[k], n, th, vth):
+            return
+        X = sm.all_estimates()
+        if deep:
+            # while tracking, a step beyond the horizon must have moved QUIET_DEEP_FACTOR times
+            # the threshold: relinearizing it makes ISAM2 re-eliminate the window (milliseconds)
+            order = select_steps(rec, sm.keys, X, n, th, vth, len(sm), 0,
+                                 1.0 if converging else QUIET_DEEP_FACTOR, self.cfg.relinearize_horizon)
+            self._quiet_passes = self._quiet_passes + 1 if len(order) <= 1 else 0
+        else:
+            order = select_steps(rec, sm.keys, X, n, th, vth, budget, self.cfg.relinearize_horizon)
+            self._scan_active = bool(order)
+            if len(order) > 1:
+                self._quiet_passes = 0
         if not order:
             return
+        self._redo_steps(order, X)
+        if deep and len(order) > 1 and rec.moved(k, None, self._x[k], n, th, vth):
+            # relinearizing old steps moved the newest keyframe: its own step once more (cheap),
+            # so that the published estimate rests on a linearization at itself
+            self._redo_steps([k], sm.all_estimates()[-2:], first_key=k - 1)
 
-        def step_of(i: int):
-            j = i + offset
-            return steps[j] if 0 <= j < len(steps) and steps[j].k == keys[i] else None
-
+    def _redo_steps(self, steps: list[int], X: np.ndarray, first_key: int | None = None) -> None:
+        """Relinearize ``steps`` at the estimates X (rows from ``first_key``, default the
+        window's oldest keyframe) and swap their factors in one ISAM2 update."""
+        sm, rec = self.smoother, self.records
+        first_key = sm.keys[0] if first_key is None else first_key
         factors, removes, redo = [], [], []
-        for i in order:
-            k = keys[i]
-            step = step_of(i)
-            if step is None or step.index < 0 or (step.unary and i != 0) or (not step.unary and i == 0):
-                continue
+        for kk in steps:
+            i = kk - first_key
+            unary = rec.is_unary(kk)
             x1 = X[i]
-            x0 = None if step.unary else X[i - 1]
-            r, J0, J1 = linearize_step(step.factors, x0, x1)
-            factors.append(self._factor(k, J0, J1, r, x0, x1))
-            removes.append(step.index)
-            redo.append((step, x0, x1))
-        if not factors:
-            return
-        touched = min(step.k - (0 if step.unary else 1) for step, _, _ in redo)
-        idx = self.smoother.update(factors, remove=removes, touched=touched)
-        for (step, x0, x1), i in zip(redo, idx):
-            step.index, step.x0, step.x1 = i, x0, x1
-            self._set_lin(step.k, x0, x1)
+            x0 = None if unary else X[i - 1]
+            r, J0, J1 = self.linearize(x0, x1, rec.parameters(kk), copy=False)
+            factors.append(sm.factor(kk, r, J0, J1, x0, x1))
+            removes.append(rec.factor_index(kk))
+            redo.append((kk, x0, x1))
+        touched = min(kk - (0 if rec.is_unary(kk) else 1) for kk, _, _ in redo)
+        idx = sm.update(factors, remove=removes, touched=touched)
+        for (kk, x0, x1), i in zip(redo, idx):
+            rec.relinearized(kk, x0, x1, i)
         self.health.relinearizations += len(factors)
-        self._x[self._closed] = self.smoother.estimate(self._closed)
+        k = self.schedule.closed
+        self._x[k] = sm.estimate(k)
 
-    def _add_late(self, p: _Sample) -> str:
-        k = self._keyframe_of(p.stamp)
-        if k - 1 < self._window_start() or k > self._closed:
-            p.sensor.counts.too_old += 1
+    def _add_late(self, s: SensorStream, stamp: float, value) -> str:
+        sch = self.schedule
+        k = sch.keyframe_of(stamp)
+        if k - 1 < self._window_start() or k > sch.closed or (k == sch.k0 and not self.smoother.keys):
+            s.counts.too_old += 1
             return "too_old"
-        x0, x1 = self.smoother.estimate(k - 1), self.smoother.estimate(k)
-        for tf in self._sample_factors([p], self._time(k - 1)):
-            try:
-                r, J0, J1 = linearize_step([tf], x0, x1)
-            except LinearizationError:
-                p.sensor.counts.rejected_nonfinite += 1
-                return "rejected_nonfinite"
-            self._late.append((k, self.smoother.linear_factor([k - 1, k], [J0, J1], -r, [x0, x1])))
-            self._count_used([tf], late=True)
+        group = {g.k: g for g in self._group}
+        try:
+            if k in group:                   # its step waits in the group: linearize at its points
+                f = self._reading_factor(s, stamp, value, k, self._x[k - 1], self._x[k], new_key=True,
+                                         shift_x0=k - 1 not in group)
+                group[k].factors.append(f)
+                group[k].extra.append((s, stamp, value))
+                s.counts.used += 1
+                return "late"
+            x0, x1 = self.smoother.estimate(k - 1), self.smoother.estimate(k)
+            f = self._reading_factor(s, stamp, value, k, x0, x1)
+        except LinearizationError:
+            s.counts.rejected_nonfinite += 1
+            return "rejected_nonfinite"
+        self._late.append((k, f))
+        s.counts.late += 1
         return "late"
 
-    def _count_used(self, factors: list, late: bool = False) -> None:
-        for tf in factors:
-            f = tf.factor
-            w = getattr(f, "weight", None)
-            last = getattr(f, "last_abs", None)
-            for i, p in enumerate(tf.samples):
-                c = p.sensor.counts
-                if last is not None:
-                    p.sensor.add_innovation(float(last[i] if last.size > 1 else last[0]))
-                if late:
-                    c.late += 1
-                else:
-                    c.used += 1
-                wi = w[i] if isinstance(w, np.ndarray) else w
-                if wi is not None and wi < 0.999:
-                    c.downweighted += 1
-
-    def _recover(self, k: int, reason: str, samples: list[_Sample]) -> None:
+    def _recover(self, k: int, reason: str, readings: list) -> None:
         """Re-initialise the smoother from the last good state, within this keyframe."""
         self.health.recoveries += 1
         self.health.last_recovery = f"keyframe {k}: {reason}"
-        good = self._x.get(self._closed)
+        good = self._x.get(k - 1)               # the last solved keyframe before the failed group
         if good is None or not np.all(np.isfinite(good)):
             x_start, sig = None, None
         else:
@@ -662,15 +762,22 @@ class Estimator:
             sig[self.lay.Q] = min(self.cfg.noise.prior_position, 0.05)
             sig[self.lay.V] = min(self.cfg.noise.prior_velocity, 0.5)
         t = self._time(k)
-        keep_pending = self._pending
-        self._pending = []                      # re-queued below, not discarded
+        keep = [(self._measuring[i], stamp, value) for i, stamp, value in self.inbox.drain(self.schedule)]
+        latest = self.schedule.latest
         self._start_fresh(x_start, sig)
-        self._open(t)
-        self._pending = [p for p in samples if p.stamp >= t - 1e-12] + keep_pending
-        self._latest_stamp = max([p.stamp for p in self._pending], default=t)
+        sch = self.schedule
+        sch.open(t)
+        for s, stamp, value in keep + readings:
+            if stamp >= t - 1e-12:
+                kk = sch.keyframe_of(stamp)
+                self.inbox.put(s.slot, kk, sch.closed, stamp, value, sch.fraction(stamp, kk))
+                s.run_last = max(s.run_last, stamp)
+            else:
+                s.counts.discarded += 1
+        sch.latest = max(latest, t)
         self._recovering = True
         try:
-            self._close(self._k0)
+            self._close(self.schedule.k0)
         finally:
             self._recovering = False
 
@@ -681,19 +788,21 @@ class Estimator:
 
     # ----------------------------------------------------------------------------------------
     # output
-    def estimate_of(self, k: int, x: np.ndarray, lagged: bool = True, cov=None) -> Estimate:
+    def estimate_of(self, k: int, x: np.ndarray, lagged: bool = True, cov=None, copy: bool = True) -> Estimate:
+        """The Estimate of keyframe k with state x (copied unless ``copy`` is False)."""
         lay, mech = self.lay, self.mech
-        u = x[lay.U].copy()
-        effort = self.known_efforts(self._time(k))
+        if copy:
+            x = x.copy()
+        t = self._time(k)
+        effort = self.known_efforts(t) if self._command_t else np.zeros(mech.n)
         if lay.n_u:
-            effort = effort + mech.B @ u
-        return Estimate(stamp=self._time(k), keyframe=k, lagged=lagged, q=x[lay.Q].copy(),
-                        v=x[lay.V].copy(), a=x[lay.A].copy(), lam=x[lay.L].copy(), u=u,
-                        effort=effort, bias=x[lay.B].copy(), gravity_scale=lay.gravity_scale(x),
-                        mass_scale=lay.mass_scale(x), covariance=cov, x=x.copy())
+            effort += mech.B @ x[lay.U]
+        return Estimate(t, k, lagged, x, lay, effort, cov)
 
-    def _emit(self, k: int, lagged: bool) -> None:
-        x = self._x.get(k)
+    def _emit(self, k: int, lagged: bool, x: np.ndarray | None = None) -> None:
+        """Output the estimate of keyframe k (state x: by default the newest one read)."""
+        if x is None:
+            x = self._x.get(k) if not lagged else None
         if x is None:
             x = self.smoother.estimate(k)
         cov = None
@@ -704,7 +813,7 @@ class Estimator:
                 cov = P[np.ix_(idx, idx)]
             except RuntimeError:
                 cov = None
-        e = self.estimate_of(k, x, lagged, cov)
+        e = self.estimate_of(k, x, lagged, cov, copy=False)     # x: a fresh array from ISAM2
         if lagged:
             self._out_lagged.append(e)
             self._last_lagged = e
@@ -732,8 +841,12 @@ class Estimator:
         return out
 
     def smoothed_window(self) -> list[Estimate]:
-        """The current smoothed estimates of every keyframe in the window, oldest first."""
-        return [self.estimate_of(k, self.smoother.estimate(k), True) for k in list(self.smoother.keys)]
+        """The current smoothed estimates of every keyframe in the window not yet emitted as
+        lagged, oldest first (an exact solve of the window)."""
+        keys = [k for k in self.smoother.keys if k >= self._lagged_next]
+        if not keys:
+            return []
+        return [self.estimate_of(k, x, True, copy=False) for k, x in zip(keys, self.smoother.exact_estimates(keys))]
 
     def forces(self, e: Estimate) -> Forces:
         """Closure reactions (in frame_b), load-cell readings and actuator efforts of an estimate."""

@@ -1,35 +1,66 @@
 """What the estimator reports: per-keyframe estimates, per-sensor counts, solver health."""
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from mbfg_ros.estimation.latency import LatencyRecorder
+from mbfg_ros.estimation.layout import StateLayout
 
 
 @dataclass
 class Estimate:
     """The state of one keyframe (filtered = newest, or lagged = smoothed over the window).
 
+    ``x`` is the stacked keyframe state (:mod:`mbfg_ros.estimation.layout`); its parts are views:
     q, v, a (n,): joint positions, velocities, accelerations (rad or m, per s, per s^2);
-    lam (m,): closure multipliers; u (n_u,): estimated unknown input efforts; effort (n,): the
-    actuator effort of every joint (known inputs + estimated inputs, 0 for passive joints);
-    bias: gyro biases (rad/s); covariance: marginal covariance of [q_dof, v_dof] if asked.
+    lam (m,): closure multipliers; u (n_u,): estimated unknown input efforts; bias: gyro biases
+    (rad/s); gravity_scale, mass_scale (1 unless estimated). effort (n,): the actuator effort of
+    every joint (known inputs + estimated inputs, 0 for passive joints); covariance: marginal
+    covariance of [q_dof, v_dof] if asked.
     """
     stamp: float
     keyframe: int
     lagged: bool
-    q: np.ndarray
-    v: np.ndarray
-    a: np.ndarray
-    lam: np.ndarray
-    u: np.ndarray
+    x: np.ndarray
+    layout: StateLayout = field(repr=False)
     effort: np.ndarray
-    bias: np.ndarray
-    gravity_scale: float = 1.0
-    mass_scale: float = 1.0
     covariance: np.ndarray | None = None
-    x: np.ndarray | None = None          # the stacked keyframe state
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.x[:self.layout.n]
+
+    @property
+    def v(self) -> np.ndarray:
+        n = self.layout.n
+        return self.x[n:2 * n]
+
+    @property
+    def a(self) -> np.ndarray:
+        n = self.layout.n
+        return self.x[2 * n:3 * n]
+
+    @property
+    def lam(self) -> np.ndarray:
+        return self.x[self.layout.L]
+
+    @property
+    def u(self) -> np.ndarray:
+        return self.x[self.layout.U]
+
+    @property
+    def bias(self) -> np.ndarray:
+        return self.x[self.layout.B]
+
+    @property
+    def gravity_scale(self) -> float:
+        return self.layout.gravity_scale(self.x)
+
+    @property
+    def mass_scale(self) -> float:
+        return self.layout.mass_scale(self.x)
 
 
 @dataclass
@@ -87,17 +118,13 @@ class Health:
     resets: int = 0
     last_recovery: str = ""
     last_reset: str = ""
-    update_ms: deque = field(default_factory=lambda: deque(maxlen=100000))       # wall time per keyframe
-    update_cpu_ms: deque = field(default_factory=lambda: deque(maxlen=100000))   # thread CPU time per keyframe
+    timing: LatencyRecorder = field(default_factory=LatencyRecorder)   # time per keyframe
     residual_rms: float = 0.0              # whitened residual RMS of the newest step
     closure_residual: float = 0.0          # max |Phi| at the newest estimate (m or rad)
     relinearizations: int = 0
     unknown_sensor: int = 0
 
-    def latency(self, cpu: bool = False) -> tuple[float, float, float]:
-        """(mean, p99, max) update time in ms over the recent keyframes (wall, or thread CPU)."""
-        times = self.update_cpu_ms if cpu else self.update_ms
-        if not times:
-            return 0.0, 0.0, 0.0
-        t = np.fromiter(times, float)
-        return float(t.mean()), float(np.percentile(t, 99)), float(t.max())
+    def latency(self, cpu: bool = False, whole_run: bool = False) -> tuple[float, float, float]:
+        """(mean, p99, max) update time in ms per keyframe (wall, or thread CPU), over the last
+        ``timing.window_s`` seconds (default 10), or over the whole run."""
+        return self.timing.summary(cpu, whole_run)

@@ -1,11 +1,15 @@
 """Plain GTSAM ISAM2 used as a fixed-lag smoother over one key per keyframe.
 
 What makes it fast from Python (../shared/reference/estimator-performance.md): every factor is a
-linear ``JacobianFactor`` evaluated outside ISAM2 and handed over as a ``LinearContainerFactor``
-with its linearization point (no Python callbacks inside ISAM2, relinearization off, linearized
-factors cached); the newest key is put last with a constrained ordering group; the oldest key
-is marginalised with ``marginalizeLeaves`` once it leaves the window; only the keys asked for
-are read.
+linear ``JacobianFactor`` evaluated outside ISAM2 and handed over in a ``LinearContainerFactor``
+(no Python callbacks inside ISAM2, relinearization off, linearized factors cached); the keyframes
+touched by an update are given chronological elimination groups, so the Bayes tree stays a chain
+with the oldest keyframe a leaf; that keyframe is marginalised with ``marginalizeLeaves`` as soon
+as it leaves the window (O(1) per keyframe: no periodic rebuild); only the keys asked for are read.
+
+ISAM2 never relinearizes here, so its linearization point ``theta`` of a keyframe is fixed at the
+value the keyframe was inserted with, and an estimate is ``theta + delta``. A factor linearized
+elsewhere (at ``x``) is moved to ``theta`` by this class: ``r + J (theta - x)``.
 """
 from __future__ import annotations
 
@@ -26,73 +30,93 @@ class SolverFailure(RuntimeError):
 
 
 class FixedLagSmoother:
-    """ISAM2 over keyframe keys; factors are given as (keys, Jacobians, rhs, linearization point)."""
+    """ISAM2 over consecutive keyframe keys; factors are whitened rows ``r + J0 dx0 + J1 dx1``."""
 
-    def __init__(self, capacity: int = 4096) -> None:
-        """``capacity``: more than the number of keyframes the window ever holds."""
+    def __init__(self, dim: int, capacity: int = 4096, qr: bool = True) -> None:
+        """``dim``: size of a keyframe state; ``capacity``: more than the number of keyframes the
+        window ever holds (ring-buffer rows); ``qr``: QR elimination (needed with closure rows,
+        weighted ~1e6 next to loose priors: Cholesky would square that conditioning), else
+        Cholesky (about 15 % cheaper)."""
         params = gtsam.ISAM2Params()
         params.enableRelinearization = False
         params.cacheLinearizedFactors = True
         params.evaluateNonlinearError = False
-        # QR, not Cholesky: closure rows are weighted ~1e6 next to loose priors, and Cholesky
-        # would square that conditioning.
-        params.setFactorization("QR")
-        # ISAM2 back-substitutes into older keyframes only while their delta changes by more
-        # than this (mixed units: rad, rad/s, N ...). 0.001 (the default) makes nearly every
-        # update walk the whole window; the newest keyframe is always exact.
+        # reuse the slots of removed / marginalised factors (otherwise the factor list grows forever)
+        params.findUnusedFactorSlots = True
+        params.setFactorization("QR" if qr else "CHOLESKY")
+        # ISAM2 back-substitutes into older keyframes only while their delta changes by more than
+        # this (mixed units: rad, rad/s, N ...); the newest keyframe is always exact.
         gn = gtsam.ISAM2GaussNewtonParams()
         gn.setWildfireThreshold(WILDFIRE_THRESHOLD)
         params.setOptimizationParams(gn)
-        self.isam = gtsam.ISAM2(params)
-        self.keys: list[int] = []           # keyframe indices in the window, oldest first
-        self._poison: list = []
-        self._poison_keys: list[int] = []
-        self.capacity = capacity
-        self._theta: np.ndarray | None = None      # ISAM2's (fixed) linearization point, row k % capacity
         self._params = params
-        self._live: dict[int, gtsam.NonlinearFactor] = {}    # ISAM2 index -> factor we hold
-        self.rebuilds = 0
+        self.isam = gtsam.ISAM2(params)
+        self.dim = dim
+        self.capacity = capacity
+        self.keys: list[int] = []                   # keyframe indices in the window, oldest first
+        self._theta = np.zeros((capacity, dim))     # ISAM2's linearization point, row k % capacity
+        self._units: dict[int, gtsam.noiseModel.Unit] = {}
+        self._poisoned = False
+        self.marginalized = 0
 
-    @staticmethod
-    def linear_factor(ks: list[int], blocks: list[np.ndarray], rhs: np.ndarray,
-                      points: list[np.ndarray]) -> gtsam.LinearContainerFactor:
-        """A whitened linear factor sum_i A_i dx_i = rhs linearized at ``points``."""
-        unit = gtsam.noiseModel.Unit.Create(rhs.size)
-        if len(ks) == 1:
-            jf = gtsam.JacobianFactor(key(ks[0]), blocks[0], rhs, unit)
+    # ----------------------------------------------------------------------------------------
+    def _unit(self, rows: int):
+        u = self._units.get(rows)
+        if u is None:
+            u = self._units[rows] = gtsam.noiseModel.Unit.Create(rows)
+        return u
+
+    def theta(self, k: int) -> np.ndarray:
+        return self._theta[k % self.capacity]
+
+    def factor(self, k: int, r: np.ndarray, J0: np.ndarray | None, J1: np.ndarray,
+               x0: np.ndarray | None = None, x1: np.ndarray | None = None) -> gtsam.LinearContainerFactor:
+        """The linear factor ``r + J0 (y_{k-1} - x0) + J1 (y_k - x1)`` on keyframes (k-1, k)
+        (on k alone when J0 is None). ``x0``/``x1``: where the rows were linearized; omitted
+        (None), the keyframe's theta (always the case for a keyframe being added)."""
+        rhs = -r
+        if x1 is not None:
+            rhs = rhs - J1 @ (self.theta(k) - x1)
+        if J0 is not None and x0 is not None:
+            rhs = rhs - J0 @ (self.theta(k - 1) - x0)
+        unit = self._unit(r.size)
+        if J0 is None:
+            jf = gtsam.JacobianFactor(key(k), J1, rhs, unit)
         else:
-            jf = gtsam.JacobianFactor(key(ks[0]), blocks[0], key(ks[1]), blocks[1], rhs, unit)
-        lin = gtsam.Values()
-        for k, p in zip(ks, points):
-            lin.insert(key(k), p)
-        return gtsam.LinearContainerFactor(jf, lin)
+            jf = gtsam.JacobianFactor(key(k - 1), J0, key(k), J1, rhs, unit)
+        return gtsam.LinearContainerFactor(jf)
 
-    def update(self, factors: list[gtsam.LinearContainerFactor],
-               new_keys: dict[int, np.ndarray] | None = None,
+    def update(self, factors: list, new_keys: list[tuple[int, np.ndarray]] | None = None,
                remove: list[int] | None = None, touched: int | None = None) -> list[int]:
-        """Add factors (and new keyframes); returns the ISAM2 indices of the added factors.
+        """Add factors and the next keyframes ``new_keys`` [(k, theta)] (consecutive); returns
+        the ISAM2 indices of the added factors.
 
         ``touched`` is the oldest keyframe any added or removed factor involves. Every keyframe
-        from it to the newest is given a chronological elimination group, so whatever ISAM2
+        from it to the newest gets a chronological elimination group, so whatever ISAM2
         re-eliminates stays a chain with the oldest keyframe a leaf: ``marginalizeLeaves`` on a
         non-leaf crashes the process (no check in release builds).
         """
         graph = gtsam.NonlinearFactorGraph()
         for f in factors:
             graph.add(f)
-        for f in self._poison:
-            graph.add(f)
         values = gtsam.Values()
-        groups = gtsam.KeyGroupMap()
         newest = self.keys[-1] if self.keys else None
         if new_keys:
-            for k in sorted(new_keys):
-                values.insert(key(k), new_keys[k])
-            for k in self._poison_keys:
-                values.insert(k, np.zeros(1))
-            newest = max(new_keys)
+            expect = newest + 1 if newest is not None else new_keys[0][0]
+            for k, x in new_keys:
+                if k != expect:
+                    raise ValueError("keyframe keys must be consecutive")
+                values.insert(key(k), x)
+                expect = k + 1
+            newest = new_keys[-1][0]
+        if self._poisoned and newest is not None:
+            self._poisoned = False
+            nan = np.full(self.dim, np.nan)
+            graph.add(gtsam.LinearContainerFactor(gtsam.JacobianFactor(
+                key(newest), np.eye(self.dim), nan, self._unit(self.dim))))
+        groups = gtsam.KeyGroupMap()
         if newest is not None:
-            first = min(touched if touched is not None else newest, min(new_keys) if new_keys else newest)
+            first = newest if touched is None else min(touched, newest)
             if self.keys:
                 first = max(first, self.keys[0])
             for k in range(first, newest + 1):
@@ -101,95 +125,91 @@ class FixedLagSmoother:
             result = self.isam.update(graph, values, remove or [], groups)
         except RuntimeError as exc:          # IndeterminantLinearSystemException and kin
             raise SolverFailure(str(exc).splitlines()[0] or type(exc).__name__) from None
-        if new_keys:
-            for k in sorted(new_keys):
-                if self.keys and k != self.keys[-1] + 1:
-                    raise ValueError("keyframe keys must be consecutive")
-                self.keys.append(k)
-                if self._theta is None:
-                    self._theta = np.zeros((self.capacity, new_keys[k].size))
-                self._theta[k % self.capacity] = new_keys[k]
-        idx = list(result.getNewFactorsIndices())
-        for i in remove or []:
-            self._live.pop(i, None)
-        for i, f in zip(idx, factors):
-            self._live[i] = f
-        return idx
+        for k, x in new_keys or []:
+            self.keys.append(k)
+            self._theta[k % self.capacity] = x
+        return list(result.getNewFactorsIndices())
 
-    def rebuild(self, estimates: np.ndarray, marginalize: int) -> dict[int, int]:
-        """Re-create ISAM2 from the factors it holds, linearized (theta) at ``estimates`` (rows in
-        ``keys`` order), in chronological elimination order; then marginalise the ``marginalize``
-        oldest keyframes (leaves now). Returns {old factor index: new index} for the factors
-        that remain."""
-        old_indices = sorted(self._live)
-        graph = gtsam.NonlinearFactorGraph()
-        for i in old_indices:
-            graph.add(self._live[i])
-        values = gtsam.Values()
-        groups = gtsam.KeyGroupMap()
-        first = self.keys[0]
-        for j, k in enumerate(self.keys):
-            values.insert(key(k), estimates[j])
-            groups.insert2(key(k), k - first)
-            self._theta[k % self.capacity] = estimates[j]
-        isam = gtsam.ISAM2(self._params)
+    def marginalize_oldest(self, count: int = 1) -> tuple[list[int], list[int]]:
+        """Marginalise the ``count`` oldest keyframes (leaves of the chain). Returns the ISAM2
+        indices (marginal factors added, factors deleted)."""
+        kl = gtsam.KeyList()
+        for k in self.keys[:count]:
+            kl.push_back(key(k))
         try:
-            result = isam.update(graph, values, [], groups)
+            added, deleted = self.isam.marginalizeLeavesWithIndices(kl)
         except RuntimeError as exc:
-            raise SolverFailure(f"rebuilding the window: {str(exc).splitlines()[0]}") from None
-        new_indices = list(result.getNewFactorsIndices())
-        self.isam = isam
-        self._live = {n: self._live[o] for o, n in zip(old_indices, new_indices)}
-        mapping = dict(zip(old_indices, new_indices))
-        if marginalize > 0:
-            kl = gtsam.KeyList()
-            for k in self.keys[:marginalize]:
-                kl.push_back(key(k))
-            try:
-                marginal_idx, deleted_idx = isam.marginalizeLeavesWithIndices(kl)
-            except RuntimeError as exc:
-                raise SolverFailure(f"marginalising: {str(exc).splitlines()[0]}") from None
-            factors = isam.getFactorsUnsafe()
-            for i in deleted_idx:
-                self._live.pop(i, None)
-            for i in marginal_idx:
-                self._live[i] = factors.at(i)
-            del self.keys[:marginalize]
-            mapping = {o: n for o, n in mapping.items() if n in self._live}
-        self.rebuilds += 1
-        return mapping
+            raise SolverFailure(f"marginalising: {str(exc).splitlines()[0]}") from None
+        del self.keys[:count]
+        self.marginalized += count
+        return list(added), list(deleted)
 
+    # ----------------------------------------------------------------------------------------
     def rows(self) -> np.ndarray:
         """Ring-buffer rows (k % capacity) of the window's keyframes, oldest first."""
         return np.arange(self.keys[0], self.keys[-1] + 1) % self.capacity
 
     def all_estimates(self) -> np.ndarray:
         """Estimates of every keyframe in the window (rows in ``keys`` order), in one call:
-        ISAM2 never relinearizes here, so each estimate is its insertion value plus its delta."""
+        theta plus ISAM2's delta (ISAM2 orders the delta by key when it is a chain of keys of
+        one symbol, which is what this class keeps)."""
         if not self.keys:
-            return np.zeros((0, 0))
+            return np.zeros((0, self.dim))
         theta = self._theta[self.rows()]
-        delta = self.isam.getDelta().vector()[:theta.size].reshape(theta.shape)
-        return theta + delta
+        delta = self.isam.getDelta()
+        vec = delta.vector()
+        if vec.size != theta.size:
+            return np.stack([self.estimate(k) for k in self.keys])
+        return theta + vec.reshape(theta.shape)
 
-    def poison(self) -> None:
-        """Make the next update fail: it will add a variable no factor constrains (a real
-        IndeterminantLinearSystem inside ISAM2; used to test recovery)."""
-        k = gtsam.symbol("z", 0)
-        self._poison_keys = [k]
-        lin = gtsam.Values()
-        lin.insert(k, np.zeros(1))
-        jf = gtsam.JacobianFactor(k, np.zeros((1, 1)), np.zeros(1), gtsam.noiseModel.Unit.Create(1))
-        self._poison = [gtsam.LinearContainerFactor(jf, lin)]
+    def exact_estimates(self, ks: list[int]) -> list[np.ndarray]:
+        """Estimates of keyframes ``ks`` from a full back-substitution (exact; O(window))."""
+        try:
+            values = self.isam.calculateBestEstimate()
+        except RuntimeError as exc:
+            raise SolverFailure(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from None
+        out = [values.atVector(key(k)) for k in ks]
+        for k, x in zip(ks, out):
+            if not np.all(np.isfinite(x)):
+                raise SolverFailure(f"non-finite estimate of keyframe {k}")
+        return out
+
+    def __contains__(self, k: int) -> bool:
+        return bool(self.keys) and self.keys[0] <= k <= self.keys[-1]
 
     def estimate(self, k: int) -> np.ndarray:
-        x = self.isam.calculateEstimateVector(key(k))
+        try:
+            x = self.isam.calculateEstimateVector(key(k))
+        except RuntimeError as exc:
+            raise SolverFailure(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from None
         if not np.all(np.isfinite(x)):
             raise SolverFailure(f"non-finite estimate of keyframe {k}")
         return x
 
     def covariance(self, k: int) -> np.ndarray:
         return self.isam.marginalCovariance(key(k))
+
+    def dense_solution(self) -> np.ndarray:
+        """The window's solution by a dense least-squares solve of every factor ISAM2 holds
+        (for tests: the incremental solution must equal it)."""
+        graph = self.isam.getFactorsUnsafe()
+        theta = self.isam.getLinearizationPoint()
+        lin = gtsam.GaussianFactorGraph()
+        for i in range(graph.size()):
+            f = graph.at(i)
+            if f is not None:
+                lin.push_back(f.linearize(theta))
+        ordering = gtsam.Ordering()
+        for k in self.keys:
+            ordering.push_back(key(k))
+        A, b = lin.jacobian(ordering)
+        dx = np.linalg.lstsq(A, b, rcond=None)[0]
+        return self._theta[self.rows()] + dx.reshape(len(self.keys), self.dim)
+
+    def poison(self) -> None:
+        """Make the next update fail (used to test recovery): it adds a factor whose right-hand
+        side is NaN on the newest keyframe, so ISAM2's solution becomes non-finite."""
+        self._poisoned = True
 
     def __len__(self) -> int:
         return len(self.keys)

@@ -212,3 +212,15 @@ def test_a_reset_counts_the_samples_it_discards(four_bar):
     c = est.counts()["crank_encoder"]
     assert c.received == c.used + c.late + c.too_old + c.rejected + c.discarded + c.pending
     assert est.health.resets == 1
+
+
+def test_an_isolated_stamp_before_the_window_is_too_old_not_a_reset(four_bar):
+    est = Estimator(four_bar, freeze_gc=False)
+    for i in range(400):
+        est.add_sample("crank_encoder", 10.0 + i * 0.005, [1.05])
+    assert est.add_sample("crank_encoder", 5.0, [1.05]) == "held"
+    assert est.counts()["crank_encoder"].pending >= 1
+    assert est.add_sample("crank_encoder", 12.0, [1.05]) == "queued"
+    c = est.counts()["crank_encoder"]
+    assert est.health.resets == 0 and c.too_old == 1
+    assert c.received == c.used + c.late + c.too_old + c.rejected + c.discarded + c.pending

@@ -1,0 +1,109 @@
+"""Fluid relinearization: which step factors to linearize again, and the records that allow it.
+
+ISAM2 itself never relinearizes here (its factors are linear). Every step of the window keeps, in
+:class:`StepRecords` (numeric rings, row k % capacity), its parameters, where its factor was
+linearized and the factor's index in ISAM2. After each update :func:`select_steps` picks the
+steps whose keyframes moved by more than ``relinearize_threshold`` (positions; velocities by
+``relinearize_velocity_factor`` times it) since they were linearized, the most-moved first, at most
+``relinearize_budget`` per keyframe, among the newest ``relinearize_horizon`` steps; the estimator
+evaluates them again at the current estimate and swaps their factors. Tracking needs almost none;
+a wrong initial pose converges through them. The horizon bounds the worst update: swapping step
+j's factor makes ISAM2 re-eliminate every keyframe from j to the newest (about 25 us each on the
+four-bar), so a step deep in the window costs milliseconds.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class StepRecords:
+    """Per step k of the window: parameters p, linearization points (x0, x1), ISAM2 factor index
+    (-1: none), whether it is a run's first (unary) step."""
+
+    def __init__(self, capacity: int, dim: int, params: int) -> None:
+        self.capacity = capacity
+        self.p = np.zeros((capacity, params))
+        self.lin0 = np.zeros((capacity, dim))
+        self.lin1 = np.zeros((capacity, dim))
+        self.index = np.full(capacity, -1, dtype=np.int64)
+        self.unary = np.zeros(capacity, dtype=bool)
+
+    def store(self, k: int, p: np.ndarray, x0: np.ndarray | None, x1: np.ndarray, index: int,
+              unary: bool) -> None:
+        i = k % self.capacity
+        self.p[i] = p
+        if x0 is not None:
+            self.lin0[i] = x0
+        self.lin1[i] = x1
+        self.index[i] = index
+        self.unary[i] = unary
+
+    def set_index(self, k: int, index: int) -> None:
+        self.index[k % self.capacity] = index
+
+    def relinearized(self, k: int, x0: np.ndarray | None, x1: np.ndarray, index: int) -> None:
+        i = k % self.capacity
+        if x0 is not None:
+            self.lin0[i] = x0
+        self.lin1[i] = x1
+        self.index[i] = index
+
+    def drop(self, k: int) -> None:
+        """Step k's factor left ISAM2 (marginalised)."""
+        self.index[k % self.capacity] = -1
+
+    def parameters(self, k: int) -> np.ndarray:
+        return self.p[k % self.capacity]
+
+    def factor_index(self, k: int) -> int:
+        return int(self.index[k % self.capacity])
+
+    def is_unary(self, k: int) -> bool:
+        return bool(self.unary[k % self.capacity])
+
+    def moved(self, k: int, x0: np.ndarray | None, x1: np.ndarray, n: int, th: float, vth: float) -> bool:
+        """Whether step k's keyframes (x0 may be None: not checked) moved beyond the thresholds."""
+        i = k % self.capacity
+        d1 = np.abs(x1[:2 * n] - self.lin1[i, :2 * n])
+        if d1[:n].max() > th or d1[n:].max() > vth:
+            return True
+        if x0 is None:
+            return False
+        d0 = np.abs(x0[:2 * n] - self.lin0[i, :2 * n])
+        return bool(d0[:n].max() > th or d0[n:].max() > vth)
+
+
+def select_steps(rec: StepRecords, keys: list[int], X: np.ndarray, n: int, th: float, vth: float,
+                 budget: int, horizon: int, deep_factor: float = 1.0, deep_after: int = 0) -> list[int]:
+    """The steps (keyframe indices) to relinearize, at most ``budget``: those among the newest
+    ``horizon`` (0: the whole window) whose keyframes (estimates ``X``, rows in ``keys`` order)
+    moved beyond the thresholds (times ``deep_factor`` for steps more than ``deep_after``
+    keyframes deep); the newest step first, then the most-moved."""
+    first, last = keys[0], keys[-1]
+    lo = first if horizon <= 0 else max(first, last - horizon + 1)
+    ks = np.arange(lo, last + 1)
+    rows = ks % rec.capacity
+    valid = rec.index[rows] >= 0
+    unary = rec.unary[rows]
+    # a binary step needs its previous keyframe in the window
+    valid &= unary | (ks > first)
+    if not valid.any():
+        return []
+    i = ks - first
+    d = np.abs(X[i, :2 * n] - rec.lin1[rows, :2 * n])
+    prev = np.where(unary, i, i - 1)
+    d0 = np.abs(X[prev, :2 * n] - rec.lin0[rows, :2 * n])
+    d0[unary] = 0.0
+    d = np.maximum(d, d0)
+    moved = np.maximum(d[:, :n].max(axis=1) / th, d[:, n:].max(axis=1) / vth)
+    moved[~valid] = 0.0
+    if deep_factor != 1.0:
+        moved[ks < last - deep_after] /= deep_factor
+    cand = np.flatnonzero(moved > 1.0)
+    if not cand.size:
+        return []
+    cand = cand[np.argsort(-moved[cand])]
+    if cand[0] != ks.size - 1 and moved[-1] > 1.0:
+        # the newest step first: its linearization is what the published estimate rests on
+        cand = np.concatenate(([ks.size - 1], cand[cand != ks.size - 1]))
+    return [int(k) for k in ks[cand[:budget]]]

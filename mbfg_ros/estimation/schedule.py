@@ -1,0 +1,202 @@
+"""When keyframes close, and which readings each one takes.
+
+Keyframes are at ``t_k = t0 + (k - k0) h``; a run starts (keyframe k0 at the earliest stamp seen)
+once ``sensor_wait`` seconds of readings have arrived. Keyframe k is closed when every live
+stream has reported past t_k, or the newest stamp is ``sensor_wait`` beyond it (a stream is live
+if it reported within the last 0.5 s of the run). Known-input command streams hold keyframes
+back like sensors, so a keyframe never closes before its command arrived.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mbfg_ros.estimation.sensor_streams import SensorStream
+from mbfg_ros.estimation.step_function import StepLayout
+
+LIVE_WINDOW = 0.5        # s: a stream that reported within this much of the newest stamp is live
+
+
+class KeyframeSchedule:
+    """The keyframe clock of one run and the readiness rule over the input streams."""
+
+    def __init__(self, streams: list[SensorStream], h: float, sensor_wait: float) -> None:
+        self.streams = streams
+        self.measuring = [s for s in streams if s.kind != "command"]
+        self.h = h
+        self.wait = sensor_wait
+        self.started = False
+        self.t0 = 0.0
+        self.k0 = 0
+        self.closed = -1                 # newest closed keyframe
+        self.t_closed = -math.inf        # its time, and the next keyframe's (cached for the
+        self.t_next = -math.inf          # per-reading path)
+        self.latest = -math.inf          # newest stamp of this run
+
+    def restart(self, k0: int) -> None:
+        """A new run whose keyframe 0 will be ``k0`` (keys stay unique across runs)."""
+        self.started = False
+        self.t0 = 0.0
+        self.k0 = k0
+        self.mark_closed(k0 - 1)
+        self.latest = -math.inf
+        for s in self.streams:
+            s.run_last = -math.inf
+
+    def open(self, stamp: float) -> None:
+        """Keyframe k0 at ``stamp``."""
+        self.started = True
+        self.t0 = stamp
+        self.mark_closed(self.k0 - 1)
+
+    def mark_closed(self, k: int) -> None:
+        self.closed = k
+        self.t_closed = self.time(k)
+        self.t_next = self.time(k + 1)
+
+    def time(self, k: int) -> float:
+        return self.t0 + (k - self.k0) * self.h
+
+    def fraction(self, stamp: float, k: int) -> float:
+        """(stamp - t_{k-1}) / h."""
+        return (stamp - self.time(k - 1)) / self.h
+
+    def keyframe_of(self, stamp: float) -> int:
+        """The keyframe k with t_{k-1} < stamp <= t_k."""
+        return self.k0 + max(0, math.ceil((stamp - self.t0) / self.h - 1e-9))
+
+    def next_ready(self) -> bool:
+        """Whether the next keyframe can close."""
+        t = self.t_next
+        if self.latest >= t + self.wait:
+            return True
+        live_since = self.latest - LIVE_WINDOW
+        any_live = False
+        for s in self.streams:
+            if s.run_last >= live_since:
+                any_live = True
+                if s.run_last < t:
+                    return False
+        return any_live
+
+
+class StepInbox:
+    """Readings waiting for their keyframe, written at arrival straight into the parameter
+    vector of that keyframe's step: a ring of rows, one per open keyframe (no Python object per
+    reading). A row's slots are filled in arrival order.
+
+    Readings stamped before the run starts wait in a list (their keyframes are not known yet);
+    readings beyond a step's slots, or more than ``ahead`` keyframes ahead, wait in spill lists.
+    """
+
+    def __init__(self, layout: StepLayout, streams: list[SensorStream], ahead: int = 64) -> None:
+        self.layout = layout
+        self.streams = streams
+        self.template = layout.empty_parameters()
+        self.K = ahead
+        self.rows = np.tile(self.template, (ahead, 1))
+        self.counts = [[0] * len(streams) for _ in range(ahead)]
+        self.blocks = [(b.start, b.width, b.slots, b.sensor.dim) for b in layout.blocks]
+        self.mean_abs = [b.mean_abs for b in layout.blocks]
+        self.waiting: list[tuple[int, float, object]] = []      # before the run: (stream, stamp, value)
+        self.later: list[tuple[int, int, float, object]] = []    # (k, stream, stamp, value)
+        self.pending = [0] * len(streams)
+        self.newest = -math.inf                                  # newest stamp queued
+
+    def queue(self, i: int, stamp: float, value) -> None:
+        """A reading of stream i before the run started."""
+        self.waiting.append((i, stamp, value))
+        self.pending[i] += 1
+        if stamp > self.newest:
+            self.newest = stamp
+
+    def put(self, i: int, k: int, closed: int, stamp: float, value, fraction: float) -> None:
+        """A reading of stream i for keyframe k (> closed) of the running run, at ``fraction``
+        of the step (t - t_{k-1}) / h."""
+        self.pending[i] += 1
+        if stamp > self.newest:
+            self.newest = stamp
+        if k - closed > self.K:
+            self.later.append((k, i, stamp, value))
+            return
+        r = k % self.K
+        cnt = self.counts[r]
+        j = cnt[i]
+        start, width, slots, dim = self.blocks[i]
+        if j >= slots:
+            self.later.append((k, i, stamp, value))
+            return
+        row = self.rows[r]
+        o = start + j * width
+        row[o] = fraction
+        if dim == 1:
+            row[o + 1] = value
+        else:
+            row[o + 1:o + 1 + dim] = value
+        cnt[i] = j + 1
+
+    def earliest(self, i: int | None = None) -> tuple[float, object] | None:
+        """(stamp, value) of the earliest reading waiting for the run to start (of stream i)."""
+        best = None
+        for j, stamp, value in self.waiting:
+            if (i is None or j == i) and (best is None or stamp < best[0]):
+                best = (stamp, value)
+        return best
+
+    def start(self, schedule: "KeyframeSchedule") -> None:
+        """The run has opened: the waiting readings go to their keyframes."""
+        waiting, self.waiting = self.waiting, []
+        for i, stamp, value in waiting:
+            self.pending[i] -= 1
+            k = schedule.keyframe_of(stamp)
+            self.put(i, k, schedule.closed, stamp, value, schedule.fraction(stamp, k))
+
+    def take(self, k: int, p: np.ndarray, schedule: "KeyframeSchedule") -> list:
+        """Move keyframe k's row into p (its slots; the rest unused) and reset it, with each
+        sensor's current innovation mean (robust weights). Sets each stream's ``taken``; returns the readings of k beyond its slots as (stream, stamp, value)
+        and moves readings that now fit the ring into it."""
+        r = k % self.K
+        p[:] = self.rows[r]
+        self.rows[r] = self.template
+        cnt = self.counts[r]
+        for i, s in enumerate(self.streams):
+            s.taken = cnt[i]
+            self.pending[i] -= cnt[i]
+            cnt[i] = 0
+            p[self.mean_abs[i]] = s.mean_abs          # the sensor's innovation scale, now
+        extra = []
+        if self.later:
+            later, self.later = self.later, []
+            for kk, i, stamp, value in later:
+                self.pending[i] -= 1
+                if kk <= k:
+                    extra.append((self.streams[i], stamp, value))
+                else:
+                    self.put(i, kk, k, stamp, value, schedule.fraction(stamp, kk))
+        return extra
+
+    def drain(self, schedule: "KeyframeSchedule") -> list[tuple[int, float, object]]:
+        """Remove and return every queued reading as (stream index, stamp, value) (a restart)."""
+        out = list(self.waiting)
+        self.waiting = []
+        if schedule.started:
+            h = schedule.h
+            for kk in range(schedule.closed + 1, schedule.closed + 1 + self.K):
+                r = kk % self.K
+                cnt = self.counts[r]
+                if not any(cnt):
+                    continue
+                row, t_prev = self.rows[r], schedule.time(kk - 1)
+                for i, (start, width, _, dim) in enumerate(self.blocks):
+                    for j in range(cnt[i]):
+                        o = start + j * width
+                        out.append((i, t_prev + float(row[o]) * h,
+                                    float(row[o + 1]) if dim == 1 else row[o + 1:o + 1 + dim].copy()))
+                    cnt[i] = 0
+                self.rows[r] = self.template
+        out += [(i, stamp, value) for _, i, stamp, value in self.later]
+        self.later = []
+        self.pending = [0] * len(self.streams)
+        self.newest = -math.inf
+        return out

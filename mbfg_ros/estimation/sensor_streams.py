@@ -1,0 +1,63 @@
+"""One input stream of the estimator: counts, duplicate stamps, innovation scale."""
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+from mbfg_ros.estimation.outputs import SensorCounts
+
+GAUSSIAN_MEAN_ABS = math.sqrt(2.0 / math.pi)      # E|r| of a unit Gaussian: 0.7979
+INNOVATION_RATE = 0.02       # weight of a new |innovation| in the running mean (about 50 count)
+INNOVATION_CLIP = 10.0       # |innovations| are clipped here, so a lone outlier barely moves it
+
+
+class SensorStream:
+    """One input stream (``kind``: encoder | gyro | load_cell | command): its counts, its recent
+    stamps (duplicates), its newest stamp of the run, and its running innovation scale.
+
+    ``index`` is the sensor's index in the mechanism's list of its kind (the joint index for
+    known-input commands); ``dim`` the number of values per reading (3 for a gyro, else 1). The
+    readings themselves wait in the :class:`~mbfg_ros.estimation.schedule.StepInbox`.
+    """
+
+    def __init__(self, name: str, kind: str, index: int, dim: int) -> None:
+        self.name, self.kind, self.index, self.dim = name, kind, index, dim
+        self.counts = SensorCounts()
+        self.run_last = -math.inf            # newest stamp since the current run started
+        self.mean_abs = GAUSSIAN_MEAN_ABS    # running mean of |whitened innovation|
+        self.scale = 1.0                     # recent innovation scale in sigmas (>= 1)
+        self.taken = 0                       # readings the last step placed in its slots
+        self.slot = -1                       # its block in the step parameters (measuring streams)
+        self._recent: deque[float] = deque()
+        self._recent_set: set[float] = set()
+
+    def is_duplicate(self, stamp: float) -> bool:
+        """Whether ``stamp`` repeats one of the sensor's last 64 stamps (then it is not
+        remembered again); otherwise it is remembered."""
+        if stamp in self._recent_set:
+            return True
+        self._recent.append(stamp)
+        self._recent_set.add(stamp)
+        if len(self._recent) > 64:
+            self._recent_set.discard(self._recent.popleft())
+        return False
+
+    def forget_recent(self) -> None:
+        self._recent.clear()
+        self._recent_set.clear()
+        self.mean_abs, self.scale = GAUSSIAN_MEAN_ABS, 1.0
+
+    def add_innovations(self, abs_whitened: np.ndarray) -> None:
+        """Update the running innovation scale with the |whitened residuals| of used readings
+        (each clipped at INNOVATION_CLIP; about the last 50 count). The step function does the
+        same inside (its ``stats`` output), see :meth:`set_mean_abs`."""
+        m = self.mean_abs
+        for r in abs_whitened:
+            m += INNOVATION_RATE * (min(float(r), INNOVATION_CLIP) - m)
+        self.set_mean_abs(m)
+
+    def set_mean_abs(self, m: float) -> None:
+        self.mean_abs = m
+        self.scale = max(1.0, m / GAUSSIAN_MEAN_ABS)

@@ -1,0 +1,397 @@
+"""CasADi SX expressions of a mechanism's kinematics, dynamics, loop closures and sensor models.
+
+Built from the pinocchio model a :class:`~mbfg_ros.model.mechanism.Mechanism` compiles (joint
+placements, motion subspaces, inertias, frames, gravity), so every expression equals the numeric
+function of the same name in ``Mechanism`` (pinocchio's ``pinocchio.casadi`` is not in the ``pin``
+wheel on PyPI). Conventions are pinocchio's: a joint's spatial velocity and acceleration are
+expressed in its own frame, [linear; angular]; forces likewise; rotations map the child frame to
+the parent (world) frame.
+
+Supported joints: one-coordinate revolute and prismatic joints of any axis (what
+:mod:`mbfg_ros.model.urdf` loads). The estimator's step function
+(:mod:`mbfg_ros.estimation.step_function`) differentiates these expressions with CasADi's
+automatic differentiation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import casadi as ca
+import numpy as np
+import pinocchio as pin
+
+from mbfg_ros.errors import ConfigError
+from mbfg_ros.model.closures import RowGroup
+from mbfg_ros.model.urdf import link_inertia
+
+
+@dataclass(frozen=True)
+class _Joint:
+    parent: int
+    index: int                   # coordinate index (idx_q == idx_v)
+    R0: np.ndarray               # joint placement in the parent joint frame (rotation, translation)
+    p0: np.ndarray
+    axis: np.ndarray             # unit axis in the joint frame
+    revolute: bool
+
+
+@dataclass(frozen=True)
+class _Inertia:
+    """Spatial inertia as (mass, first moment h = m c, rotational inertia about the origin)."""
+    m: float
+    h: np.ndarray
+    Io: np.ndarray
+
+    @staticmethod
+    def of(I: pin.Inertia) -> "_Inertia":
+        c = np.asarray(I.lever, float)
+        m = float(I.mass)
+        Io = np.asarray(I.inertia, float) + m * (float(c @ c) * np.eye(3) - np.outer(c, c))
+        return _Inertia(m, m * c, Io)
+
+
+def skew(a):
+    return ca.vertcat(ca.horzcat(0, -a[2], a[1]), ca.horzcat(a[2], 0, -a[0]), ca.horzcat(-a[1], a[0], 0))
+
+
+def _rotation(axis: np.ndarray, angle):
+    """Rodrigues' formula for a numeric unit axis (zeros simplify away in SX)."""
+    K = ca.DM(np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]]))
+    return ca.DM.eye(3) + ca.sin(angle) * K + (1 - ca.cos(angle)) * ca.mtimes(K, K)
+
+
+class Placement:
+    """An SE3 placement (R, p) with SX or numeric entries: x_parent = R x_child + p."""
+    __slots__ = ("R", "p")
+
+    def __init__(self, R, p) -> None:
+        self.R, self.p = R, p
+
+    @staticmethod
+    def of(M: pin.SE3) -> "Placement":
+        return Placement(ca.DM(np.asarray(M.rotation)), ca.DM(np.asarray(M.translation)))
+
+    def __mul__(self, other: "Placement") -> "Placement":
+        return Placement(ca.mtimes(self.R, other.R), self.p + ca.mtimes(self.R, other.p))
+
+    def inverse(self) -> "Placement":
+        RT = self.R.T
+        return Placement(RT, -ca.mtimes(RT, self.p))
+
+    def motion_inverse(self, lin, ang):
+        """A motion given in this placement's parent frame, expressed in its child frame."""
+        RT = self.R.T
+        return ca.mtimes(RT, lin + ca.cross(ang, self.p)), ca.mtimes(RT, ang)
+
+    def force_forward(self, lin, ang):
+        """A force given in the child frame, expressed in the parent frame."""
+        f = ca.mtimes(self.R, lin)
+        return f, ca.mtimes(self.R, ang) + ca.cross(self.p, f)
+
+    def force_inverse(self, lin, ang):
+        """A force given in the parent frame, expressed in the child frame."""
+        RT = self.R.T
+        return ca.mtimes(RT, lin), ca.mtimes(RT, ang - ca.cross(self.p, lin))
+
+
+class SymbolicMechanism:
+    """CasADi SX expressions of a Mechanism's kinematics, dynamics, closures and sensor models.
+
+    Every method takes SX column vectors (or numbers) and returns SX; nothing is evaluated."""
+
+    def __init__(self, mech) -> None:
+        self.mech = mech
+        model = mech.model
+        self.n = mech.n
+        self.model = model
+        self.joints: list[_Joint] = []
+        for i in range(1, model.njoints):
+            jm = model.joints[i]
+            if jm.nq != 1 or jm.nv != 1:
+                raise ConfigError(f"joint '{model.names[i]}' ({jm.shortname()}) has {jm.nq} position "
+                                  "coordinates: only one-coordinate revolute and prismatic joints are supported")
+            jd = jm.createData()
+            jm.calc(jd, np.zeros(model.nq))
+            S = np.asarray(jd.S).ravel()
+            lin, ang = S[:3], S[3:]
+            revolute = bool(np.linalg.norm(ang) > 0.5)
+            if revolute == bool(np.linalg.norm(lin) > 0.5):
+                raise ConfigError(f"joint '{model.names[i]}' ({jm.shortname()}) is neither revolute nor "
+                                  "prismatic")
+            M = model.jointPlacements[i]
+            self.joints.append(_Joint(model.parents[i], jm.idx_v, np.asarray(M.rotation), np.asarray(M.translation),
+                                      ang if revolute else lin, revolute))
+        self.inertias = [_Inertia.of(model.inertias[i]) for i in range(model.njoints)]
+        self.gravity = np.asarray(model.gravity.linear, float)
+        # the mass-scaled link's own inertia, in its joint's frame (Mechanism._single_body_model)
+        self.mass_joint = -1
+        self.mass_inertia = None
+        if mech.mass_link:
+            fid = model.getFrameId(mech.mass_link, pin.FrameType.BODY)
+            self.mass_joint = model.frames[fid].parentJoint
+            own = model.frames[fid].placement.act(link_inertia(mech.urdf, mech.mass_link))
+            self.mass_inertia = _Inertia.of(own)
+        self._groups = sorted(mech.groups, key=lambda g: g.start)
+
+    # ----------------------------------------------------------------------------------------
+    # kinematics
+    def _joint_motion(self, j: _Joint, qi) -> Placement:
+        if j.revolute:
+            return Placement(_rotation(j.axis, qi), ca.DM.zeros(3))
+        return Placement(ca.DM.eye(3), ca.DM(j.axis) * qi)
+
+    def _local(self, q) -> list[Placement]:
+        """liMi: each joint's placement in its parent joint's frame at q (index 0: unused)."""
+        out = [Placement(ca.DM.eye(3), ca.DM.zeros(3))]
+        for j in self.joints:
+            out.append(Placement(ca.DM(j.R0), ca.DM(j.p0)) * self._joint_motion(j, q[j.index]))
+        return out
+
+    def joint_placements(self, q, local: list[Placement] | None = None) -> list[Placement]:
+        """oMi of every joint (index 0: the base)."""
+        local = local or self._local(q)
+        out = [local[0]]
+        for i, j in enumerate(self.joints, start=1):
+            out.append(out[j.parent] * local[i])
+        return out
+
+    def frame_pose(self, q, frame_id: int, placements: list[Placement] | None = None) -> tuple:
+        """(R, p) of a pinocchio frame in the base frame (= data.oMf[frame_id])."""
+        fr = self.model.frames[frame_id]
+        oMi = (placements or self.joint_placements(q))[fr.parentJoint]
+        M = oMi * Placement.of(fr.placement)
+        return M.R, M.p
+
+    def _subspace(self, j: _Joint):
+        a = ca.DM(j.axis)
+        z = ca.DM.zeros(3)
+        return (z, a) if j.revolute else (a, z)
+
+    def joint_velocities(self, q, v, local: list[Placement] | None = None) -> list[tuple]:
+        """Spatial velocity (linear, angular) of every joint in its own frame."""
+        local = local or self._local(q)
+        out = [(ca.DM.zeros(3), ca.DM.zeros(3))]
+        for i, j in enumerate(self.joints, start=1):
+            lin, ang = local[i].motion_inverse(*out[j.parent])
+            Sl, Sa = self._subspace(j)
+            out.append((lin + Sl * v[j.index], ang + Sa * v[j.index]))
+        return out
+
+    def frame_velocity(self, q, v, frame_id: int) -> tuple:
+        """(linear, angular) velocity of a frame in its own frame (pinocchio LOCAL)."""
+        fr = self.model.frames[frame_id]
+        lin, ang = self.joint_velocities(q, v)[fr.parentJoint]
+        return Placement.of(fr.placement).motion_inverse(lin, ang)
+
+    # ----------------------------------------------------------------------------------------
+    # dynamics
+    def _rnea(self, q, v, a, gravity_scale=1.0, mass_scale=1.0, fext=None):
+        """Recursive Newton-Euler: (tau, per-joint spatial force f_i transmitted from the parent,
+        in joint frame i). ``fext``: external forces per joint (local frames), or None."""
+        local = self._local(q)
+        nj = len(self.joints) + 1
+        vel = [(ca.DM.zeros(3), ca.DM.zeros(3))]
+        acc = [(-gravity_scale * ca.DM(self.gravity), ca.DM.zeros(3))]
+        f = [None] * nj
+        for i, j in enumerate(self.joints, start=1):
+            Sl, Sa = self._subspace(j)
+            qd, qdd = v[j.index], a[j.index]
+            vl, va = local[i].motion_inverse(*vel[j.parent])
+            vl, va = vl + Sl * qd, va + Sa * qd
+            al, aa = local[i].motion_inverse(*acc[j.parent])
+            # a_i = X a_parent + S qdd + v_i x (S qd)
+            al = al + Sl * qdd + ca.cross(va, Sl * qd) + ca.cross(vl, Sa * qd)
+            aa = aa + Sa * qdd + ca.cross(va, Sa * qd)
+            vel.append((vl, va))
+            acc.append((al, aa))
+            fl, fa = self._inertia_times(i, al, aa, mass_scale)
+            hl, ha = self._inertia_times(i, vl, va, mass_scale)
+            # f_i = I a + v x* (I v) - fext
+            fl = fl + ca.cross(va, hl)
+            fa = fa + ca.cross(va, ha) + ca.cross(vl, hl)
+            if fext is not None and fext[i] is not None:
+                fl, fa = fl - fext[i][0], fa - fext[i][1]
+            f[i] = (fl, fa)
+        tau = [None] * self.n
+        for i in range(nj - 1, 0, -1):
+            j = self.joints[i - 1]
+            Sl, Sa = self._subspace(j)
+            fl, fa = f[i]
+            tau[j.index] = ca.dot(Sl, fl) + ca.dot(Sa, fa)
+            if j.parent > 0:
+                pl, pa = local[i].force_forward(fl, fa)
+                f[j.parent] = (f[j.parent][0] + pl, f[j.parent][1] + pa)
+        return ca.vertcat(*tau), f
+
+    def _inertia_times(self, i: int, lin, ang, mass_scale):
+        """(linear, angular) of I_i [lin; ang], with the mass-scaled link's share times mass_scale."""
+        I = self.inertias[i]
+        out_l = I.m * lin + ca.cross(ang, ca.DM(I.h))
+        out_a = ca.mtimes(ca.DM(I.Io), ang) + ca.cross(ca.DM(I.h), lin)
+        if i == self.mass_joint and not (isinstance(mass_scale, float) and mass_scale == 1.0):
+            B = self.mass_inertia
+            k = mass_scale - 1.0
+            out_l = out_l + k * (B.m * lin + ca.cross(ang, ca.DM(B.h)))
+            out_a = out_a + k * (ca.mtimes(ca.DM(B.Io), ang) + ca.cross(ca.DM(B.h), lin))
+        return out_l, out_a
+
+    def rnea(self, q, v, a, gravity_scale=1.0, mass_scale=1.0, fext=None):
+        """Inverse dynamics M(q) a + C(q, v) v + s G(q) (the mass-scaled link's inertia times
+        ``mass_scale``), minus the external forces' generalised effort."""
+        return self._rnea(q, v, a, gravity_scale, mass_scale, fext)[0]
+
+    def friction(self, v):
+        mech = self.mech
+        if not mech.has_friction:
+            return ca.DM.zeros(self.n)
+        out = []
+        for i in range(self.n):
+            f = mech.viscous[i] * v[i]
+            if mech.coulomb[i] > 0:
+                f = f + mech.coulomb[i] * ca.tanh(v[i] / mech.coulomb_velocity[i])
+            out.append(f)
+        return ca.vertcat(*out)
+
+    def dynamics_residual(self, q, v, a, lam, tau, u, gravity_scale=1.0, mass_scale=1.0):
+        """RNEA + F(v) - tau - B u - Phi_q^T lam (= Mechanism.inverse_dynamics(...).r)."""
+        mech = self.mech
+        r = self.rnea(q, v, a, gravity_scale, mass_scale) + self.friction(v)
+        r = r - tau
+        if mech.n_u:
+            r = r - ca.mtimes(ca.DM(mech.B), u)
+        if mech.m:
+            r = r - ca.jtimes(self.closure_position(q), q, lam, True)
+        return r
+
+    # ----------------------------------------------------------------------------------------
+    # closures
+    def _closure_frames(self, q) -> list[tuple]:
+        P = self.joint_placements(q)
+        return [self.frame_pose(q, fid, P) for fid in self.mech.closure_frame_ids]
+
+    @staticmethod
+    def _vector(kind: str, v0: np.ndarray, slot: int, scale: float, g: RowGroup, frames) -> list:
+        """The group's vectors (one per row) of one side: const, attached or diff."""
+        if kind == "const":
+            return [ca.DM(row) for row in v0]
+        if kind == "diff":
+            d = scale * (frames[g.bslot][1] - frames[g.aslot][1])
+            return [d] * v0.shape[0]
+        R = frames[slot][0]
+        return [ca.mtimes(R, ca.DM(row)) for row in v0]
+
+    def closure_position(self, q, frames=None):
+        """Phi(q): every closure row u_r . w_r - c_r, in the mechanism's row order."""
+        if not self.mech.m:
+            return ca.SX(0, 1)
+        frames = frames or self._closure_frames(q)
+        rows = []
+        for g in self._groups:
+            U = self._vector(g.ukind, g.u0, g.uslot, g.uscale, g, frames)
+            W = self._vector(g.wkind, g.w0, g.wslot, 1.0, g, frames)
+            for r in range(g.size):
+                rows.append(ca.dot(U[r], W[r]) - float(g.offset[r]))
+        return ca.vertcat(*rows)
+
+    def closure_levels(self, q, v, a):
+        """(Phi, Phi' = Phi_q v, Phi'' = Phi_q a + (Phi_q v)_q v)."""
+        phi = self.closure_position(q)
+        if not self.mech.m:
+            return phi, phi, phi
+        phid = ca.jtimes(phi, q, v)
+        phidd = ca.jtimes(phid, q, v) + ca.jtimes(phi, q, a)
+        return phi, phid, phidd
+
+    def _reaction(self, groups: list[RowGroup], frames, lam) -> tuple:
+        """Force and torque (base frame) a closure exerts on frame B's body at p_B, and on frame
+        A's body at p_A (see closures.reaction_wrench and mechanism._reaction_on_a)."""
+        A, B = frames[groups[0].aslot], frames[groups[0].bslot]
+        d = B[1] - A[1]
+        fB = tB = fA = tA = ca.DM.zeros(3)
+        for g in groups:
+            U = self._vector(g.ukind, g.u0, g.uslot, g.uscale, g, frames)
+            lr = [lam[g.start + r] for r in range(g.size)]
+            if g.wkind == "diff" and g.ukind != "diff":
+                for r in range(g.size):
+                    fB = fB + lr[r] * U[r]
+                    fA = fA - lr[r] * U[r]
+                    if g.ukind == "attached":
+                        tA = tA + lr[r] * ca.cross(U[r], d)
+            elif g.wkind == "diff":
+                fB = fB + lr[0] * 2.0 * g.uscale * d
+                fA = fA - lr[0] * 2.0 * g.uscale * d
+            else:
+                W = self._vector(g.wkind, g.w0, g.wslot, 1.0, g, frames)
+                for r in range(g.size):
+                    tB = tB + lr[r] * ca.cross(W[r], U[r])
+                    tA = tA + lr[r] * ca.cross(U[r], W[r])
+        return fB, tB, fA, tA
+
+    def closure_wrenches_in_frame_b(self, q, lam) -> list[tuple]:
+        """Every closure's (force, torque) on frame_b's body at its origin, in frame_b."""
+        frames = self._closure_frames(q)
+        out = []
+        for groups in self.mech.closure_groups:
+            fB, tB, _, _ = self._reaction(groups, frames, lam)
+            R = frames[groups[0].bslot][0]
+            out.append((ca.mtimes(R.T, fB), ca.mtimes(R.T, tB)))
+        return out
+
+    def closure_external_forces(self, q, lam, placements=None) -> list:
+        """The closure reactions as external forces per joint (local joint frames), so that
+        rnea(q, v, a, fext) = RNEA(q, v, a) - Phi_q^T lam."""
+        P = placements or self.joint_placements(q)
+        frames = [self.frame_pose(q, fid, P) for fid in self.mech.closure_frame_ids]
+        fext = [None] * (len(self.joints) + 1)
+        for groups in self.mech.closure_groups:
+            fB, tB, fA, tA = self._reaction(groups, frames, lam)
+            for slot, f, t in ((groups[0].bslot, fB, tB), (groups[0].aslot, fA, tA)):
+                jid = self.model.frames[self.mech.closure_frame_ids[slot]].parentJoint
+                if jid == 0:
+                    continue
+                p = frames[slot][1]
+                loc = P[jid].force_inverse(f, t + ca.cross(p, f))
+                fext[jid] = loc if fext[jid] is None else (fext[jid][0] + loc[0], fext[jid][1] + loc[1])
+        return fext
+
+    # ----------------------------------------------------------------------------------------
+    # sensors
+    def gyro(self, k: int, q, v):
+        """Angular velocity in the gyro's frame, its measured axes (= Mechanism.gyro)."""
+        g = self.mech.gyros[k]
+        _, ang = self.frame_velocity(q, v, g.frame_id)
+        w = ca.mtimes(ca.DM(g.R_mount.T), ang)
+        return ca.vertcat(*[w[int(i)] for i in g.rows])
+
+    def load_cell(self, k: int, q, v, a, lam, u, tau):
+        """The load cell's reading (= Mechanism.load_cell(...)[0])."""
+        mech = self.mech
+        cell = mech.load_cells[k]
+        kind = cell.config.measures
+        if kind == "actuator":
+            y = tau[cell.joint_index]
+            if cell.input_index >= 0:
+                y = y + u[cell.input_index]
+            return y
+        if kind == "closure":
+            frames = self._closure_frames(q)
+            e = ca.mtimes(frames[cell.frame_slot][0], ca.DM(cell.axis))
+            if cell.force_map is not None:
+                return ca.dot(e, ca.mtimes(ca.DM(cell.force_map), lam))
+            fB, tB, _, _ = self._reaction(mech.closure_groups[cell.closure], frames, lam)
+            return ca.dot(e, fB if cell.config.component == "force" else tB)
+        # joint: the wrench the joint transmits, from RNEA with the closure reactions as external
+        # forces, expressed in the measurement frame
+        P = self.joint_placements(q)
+        fext = self.closure_external_forces(q, lam, P) if mech.m else None
+        _, f = self._rnea(q, v, a, 1.0, 1.0, fext)
+        fl, fa = f[cell.joint_id]
+        frame = self.model.frames[cell.frame_id]
+        jMf = P[cell.joint_id].inverse() * P[frame.parentJoint] * Placement.of(frame.placement)
+        fl, fa = jMf.force_inverse(fl, fa)
+        return ca.dot(ca.DM(cell.axis), fl if cell.config.component == "force" else fa)
+
+
+def function(name: str, inputs: list, outputs: list) -> ca.Function:
+    """A casadi.Function of SX expressions (common subexpressions merged)."""
+    return ca.Function(name, inputs, outputs, {"cse": True})

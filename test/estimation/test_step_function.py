@@ -1,0 +1,240 @@
+"""The compiled step function against the numeric mechanism model (pinocchio) and against finite
+differences of itself.
+
+Rows are checked one by one against an independent numeric evaluation: the integration formula,
+``Mechanism.closures`` and ``Mechanism.inverse_dynamics`` at x1, and every sensor model of
+``Mechanism`` at the state interpolated to the reading's stamp; the Jacobians [J0 J1] against
+central differences.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+from mbfg_ros.estimation.layout import StateLayout
+from mbfg_ros.estimation.sensor_streams import GAUSSIAN_MEAN_ABS
+from mbfg_ros.estimation.step_function import StepFunction, interpolate
+from mbfg_ros.model.assembly import initial_state
+from mbfg_ros.model.mechanism import Mechanism
+from support.simulations import config_mechanism
+
+RIGS = ["four_bar", "four_bar_gyro", "five_bar", "slider_crank", "spatial_rsur", "arm6", "pendulum"]
+
+
+def _variant(name: str, **estimator) -> Mechanism:
+    mech = config_mechanism(name)
+    if not estimator:
+        return mech
+    cfg = mech.config
+    return Mechanism(dataclasses.replace(cfg, estimator=dataclasses.replace(cfg.estimator, **estimator)))
+
+
+def _state(mech: Mechanism, lay: StateLayout, rng) -> np.ndarray:
+    q, _ = initial_state(mech, mech.create_data())
+    x = lay.pack(q + 0.05 * rng.standard_normal(mech.n), rng.standard_normal(mech.n),
+                 rng.standard_normal(mech.n), rng.standard_normal(mech.m),
+                 rng.standard_normal(lay.n_u), 0.01 * rng.standard_normal(lay.n_b), 1.1, 0.9)
+    return x
+
+
+def _readings(fn: StepFunction, mech: Mechanism, x0, x1, rng, noise: float):
+    """Fill p: in each sensor's slots a few readings (the rest unused), values = model + noise
+    (``noise`` in sensor sigmas)."""
+    L, lay, h = fn.layout, fn.lay, fn.h
+    d = mech.create_data()
+    p = L.empty_parameters()
+    if L.tau is not None:
+        p[L.tau] = rng.standard_normal(mech.n)
+    expect = []
+    for b in L.blocks:
+        res = b.sensor
+        used = max(1, b.slots - 1)
+        for j in range(used):
+            s = float(rng.uniform(0.05, 1.0))
+            q, v, tail = interpolate(lay, x0, x1, s, h)
+            z = np.concatenate([q, v, tail])
+            a, lam, u = z[lay.A], z[lay.L], z[lay.U]
+            tau = rng.standard_normal(mech.n) if b.tau else np.zeros(mech.n)
+            if res.kind == "encoder":
+                pred = np.array([q[res.joint]])
+                y = pred + noise * res.sigma * rng.standard_normal(1) + (2 * math.pi if res.wrap else 0.0)
+            elif res.kind == "gyro":
+                full = np.zeros(3)
+                full[res.axes] = mech.gyro(d, res.index, q, v, derivatives=False)
+                if res.bias is not None:
+                    full[res.axes] += z[lay.B][res.bias]
+                y = full + noise * res.sigma * rng.standard_normal(3)
+                pred = full[res.axes]
+            else:
+                pred = np.array([mech.load_cell(d, res.index, q, v, a, lam, u, tau, derivatives=False)[0]])
+                y = pred + noise * res.sigma * rng.standard_normal(1)
+            V = b.view(p)
+            V[j, 0] = s
+            V[j, 1:1 + res.dim] = y
+            if b.tau:
+                V[j, 1 + res.dim:] = tau
+            meas = y if res.kind != "gyro" else y[res.axes]
+            e = meas - pred
+            if res.kind == "encoder" and res.wrap:
+                e = (e + math.pi) % (2 * math.pi) - math.pi
+            expect.append((b.rows.start + j * res.rows, e / res.sigma))
+    return p, expect
+
+
+@pytest.mark.parametrize("rig", RIGS)
+def test_rows_equal_the_numeric_model(rig):
+    mech = config_mechanism(rig)
+    cfg = mech.config.estimator
+    lay = StateLayout.for_mechanism(mech, cfg)
+    h = 1.0 / cfg.keyframe_rate
+    fn = StepFunction(mech, cfg, lay, h)
+    rng = np.random.default_rng(5)
+    x0 = _state(mech, lay, rng)
+    x1 = _state(mech, lay, rng)
+    p, expect = _readings(fn, mech, x0, x1, rng, noise=0.0)
+    r, _, _ = fn.step(x0, x1, p)
+    r = r.copy()
+    nz, n, m = cfg.noise, mech.n, mech.m
+    # integration (trapezoidal)
+    q0, v0, a0 = x0[:n], x0[n:2 * n], x0[2 * n:3 * n]
+    q1, v1, a1 = x1[:n], x1[n:2 * n], x1[2 * n:3 * n]
+    np.testing.assert_allclose(r[:n], (q1 - q0 - 0.5 * h * (v0 + v1)) / nz.integration_position, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(r[n:2 * n], (v1 - v0 - 0.5 * h * (a0 + a1)) / nz.integration_velocity, rtol=1e-9, atol=1e-9)
+    d = mech.create_data()
+    L = fn.layout
+    row = L.head
+    if m:
+        c = mech.closures(d, q1, v1, a1)
+        np.testing.assert_allclose(r[row:row + m], c.phi / nz.closure_position, rtol=1e-9, atol=1e-6)
+        np.testing.assert_allclose(r[row + m:row + 2 * m], c.phid / nz.closure_velocity, rtol=1e-9, atol=1e-6)
+        np.testing.assert_allclose(r[row + 2 * m:row + 3 * m], c.phidd / nz.closure_acceleration, rtol=1e-9, atol=1e-6)
+        row += 3 * m
+    tau = p[L.tau] if L.tau is not None else np.zeros(n)
+    dyn = mech.inverse_dynamics(d, q1, v1, a1, x1[lay.L], tau, x1[lay.U], lay.gravity_scale(x1),
+                                lay.mass_scale(x1), parameters=False)
+    np.testing.assert_allclose(r[row:row + n], dyn.r / nz.dynamics, rtol=1e-9, atol=1e-9)
+    for start, e in expect:
+        np.testing.assert_allclose(r[start:start + e.size], e, rtol=1e-9, atol=1e-9)
+    # unused slots give zero rows
+    used = np.zeros(L.R, bool)
+    used[:row + n] = True
+    for start, e in expect:
+        used[start:start + e.size] = True
+    assert np.all(r[~used] == 0.0)
+
+
+@pytest.mark.parametrize("rig,estimator", [
+    ("four_bar", {}), ("four_bar_gyro", {"estimate_gravity": True}), ("five_bar", {}),
+    ("slider_crank", {}), ("spatial_rsur", {}), ("arm6", {}), ("pendulum", {}),
+    ("four_bar", {"estimate_mass_link": "coupler", "integrator": "euler"}),
+])
+def test_jacobians_equal_finite_differences(rig, estimator):
+    mech = _variant(rig, **estimator)
+    cfg = mech.config.estimator
+    lay = StateLayout.for_mechanism(mech, cfg)
+    fn = StepFunction(mech, cfg, lay, 1.0 / cfg.keyframe_rate)
+    rng = np.random.default_rng(11)
+    x0 = _state(mech, lay, rng)
+    x1 = _state(mech, lay, rng)
+    p, _ = _readings(fn, mech, x0, x1, rng, noise=0.5)        # residuals < 3 sigma: robust weights 1
+    r, J0, J1 = fn.step(x0, x1, p)
+    J = np.hstack([J0, J1]).copy()
+    X = np.concatenate([x0, x1])
+    D = lay.dim
+    num = np.zeros_like(J)
+    for i in range(2 * D):
+        eps = 1e-6 * max(1.0, abs(X[i]))
+        Xp, Xm = X.copy(), X.copy()
+        Xp[i] += eps
+        Xm[i] -= eps
+        rp = fn.step(Xp[:D], Xp[D:], p)[0].copy()
+        rm = fn.step(Xm[:D], Xm[D:], p)[0].copy()
+        num[:, i] = (rp - rm) / (2 * eps)
+    scale = np.maximum(np.abs(J).max(axis=1, keepdims=True), 1.0)
+    np.testing.assert_allclose(J / scale, num / scale, rtol=0, atol=2e-6)
+
+
+def test_hermite_interpolation_is_exact_for_cubics():
+    mech = config_mechanism("pendulum")
+    lay = StateLayout.for_mechanism(mech, mech.config.estimator)
+    h = 0.01
+    c = np.array([0.3, -1.2, 2.0, 5.0])                  # q(t) = c0 + c1 t + c2 t^2 + c3 t^3
+
+    def truth(t):
+        return (c[0] + c[1] * t + c[2] * t * t + c[3] * t ** 3, c[1] + 2 * c[2] * t + 3 * c[3] * t * t,
+                2 * c[2] + 6 * c[3] * t)
+    x0 = lay.pack(*[np.full(mech.n, v) for v in truth(0.0)])
+    x1 = lay.pack(*[np.full(mech.n, v) for v in truth(h)])
+    for s in (0.0, 0.25, 0.5, 0.9, 1.0):
+        q, v, tail = interpolate(lay, x0, x1, s, h)
+        tq, tv, ta = truth(s * h)
+        assert q[0] == pytest.approx(tq, abs=1e-12)
+        # v is cubic Hermite on (v, a): exact for quadratic v (cubic q)
+        assert v[0] == pytest.approx(tv, abs=1e-12)
+
+
+def test_random_walk_rows_of_the_slow_states():
+    """spatial_rsur estimates a gyro bias: its random walk row is (b1 - b0) / (sigma sqrt(h))."""
+    mech = config_mechanism("spatial_rsur")
+    cfg = mech.config.estimator
+    lay = StateLayout.for_mechanism(mech, cfg)
+    h = 1.0 / cfg.keyframe_rate
+    fn = StepFunction(mech, cfg, lay, h)
+    rng = np.random.default_rng(2)
+    x0, x1 = _state(mech, lay, rng), _state(mech, lay, rng)
+    r, J0, J1 = fn.step(x0, x1, fn.layout.empty_parameters())
+    rows = slice(2 * mech.n, fn.layout.head)
+    sig = np.array([max(g.config.bias_instability, 1e-9) for g, sl in zip(mech.gyros, lay.bias_slices)
+                    if sl is not None for _ in range(sl.stop - sl.start)])
+    assert rows.stop - rows.start == sig.size > 0
+    np.testing.assert_allclose(r[rows], (x1[lay.B] - x0[lay.B]) / (sig * math.sqrt(h)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("loss,threshold,expect", [("huber", 3.0, 3.0 / 6.0), ("cauchy", 3.0, 1.0 / (1.0 + 4.0)),
+                                                   ("none", 3.0, 1.0)])
+def test_robust_weight_of_an_outlier(loss, threshold, expect):
+    """A 6 sigma encoder reading: its rows are scaled by sqrt(w) (IRLS), w judged against the
+    sensor's innovation scale (a scale of 2 makes 6 sigma an inlier for Huber)."""
+    base = config_mechanism("four_bar")
+    cfg = dataclasses.replace(base.config.estimator,
+                              robust_loss=dataclasses.replace(base.config.estimator.robust_loss, type=loss,
+                                                              threshold=threshold))
+    mech = Mechanism(dataclasses.replace(base.config, estimator=cfg))
+    lay = StateLayout.for_mechanism(mech, cfg)
+    fn = StepFunction(mech, cfg, lay, 1.0 / cfg.keyframe_rate)
+    b = fn.layout.block("crank_encoder")
+    x = lay.pack(np.array([1.0, 0.2, 0.3]), np.zeros(3), np.zeros(3))
+    sigma = b.sensor.sigma
+    for scale, w in ((1.0, expect), (2.0, 1.0 if loss == "huber" else 1.0 / (1.0 + 1.0) if loss == "cauchy" else 1.0)):
+        p = fn.layout.empty_parameters()
+        p[b.mean_abs] = scale * GAUSSIAN_MEAN_ABS
+        b.view(p)[0, :2] = 1.0, 1.0 + 6 * sigma
+        r, _, J1 = fn.step(x, x, p)
+        assert fn.step.abs[b.readings.start] == pytest.approx(6.0)
+        assert fn.step.weight[b.readings.start] == pytest.approx(w)
+        assert r[b.rows.start] == pytest.approx(6.0 * math.sqrt(w))
+        assert J1[b.rows.start, 0] == pytest.approx(-math.sqrt(w) / sigma)
+
+
+def test_native_code_gives_the_virtual_machines_numbers():
+    """The step function compiled to native code (when a C compiler is at hand) computes what
+    CasADi's virtual machine computes."""
+    from mbfg_ros.estimation.native_code import compiler
+    if compiler() is None:
+        pytest.skip("no C compiler here: the estimator runs on CasADi's virtual machine")
+    mech = config_mechanism("spatial_rsur")
+    cfg = mech.config.estimator
+    lay = StateLayout.for_mechanism(mech, cfg)
+    vm = StepFunction(mech, cfg, lay, 1.0 / cfg.keyframe_rate, native_code=False)
+    nat = StepFunction(mech, cfg, lay, 1.0 / cfg.keyframe_rate, native_code=True)
+    assert vm.step.compiled is None and nat.step.compiled is not None
+    rng = np.random.default_rng(4)
+    x0, x1 = _state(mech, lay, rng), _state(mech, lay, rng)
+    p, _ = _readings(vm, mech, x0, x1, rng, noise=2.0)
+    a = [v.copy() for v in vm.step(x0, x1, p)] + [vm.step.stats.copy()]
+    b = [v.copy() for v in nat.step(x0, x1, p)] + [nat.step.stats.copy()]
+    for u, w in zip(a, b):
+        np.testing.assert_allclose(u, w, rtol=1e-12, atol=1e-12)
