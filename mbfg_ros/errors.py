@@ -46,7 +46,14 @@ class ConfigError(MbfgError):
 
 
 class AssemblyError(MbfgError):
-    """The position or velocity problem has no solution near the given configuration."""
+    """The position or velocity problem has no solution near the given configuration.
+
+    ``field`` is the config field to fix (``mechanism.dof`` when the DOF choice is the cause,
+    else ``mechanism.initial``)."""
+
+    def __init__(self, message: str, field: str = "mechanism.initial") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class CliError(MbfgError):

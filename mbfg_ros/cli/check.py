@@ -13,7 +13,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", metavar="FILE", help="also write the facts as JSON to FILE ('-' = stdout)")
     p.add_argument("--timing", action="store_true",
                    help="also measure the cost (us per call) of each residual + Jacobian kind at the "
-                        "initial pose (best of 5 runs)")
+                        "initial pose (numeric model) and of the estimator's compiled step function "
+                        "(best of 5 runs)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,12 +22,13 @@ def run(args: argparse.Namespace) -> int:
     if args.timing:
         import numpy as np
 
+        from mbfg_ros.estimation.step_function import step_costs
         from mbfg_ros.model.mechanism import load_mechanism
         from mbfg_ros.model.timing import model_costs
         mech = load_mechanism(args.config)
         q = np.asarray(facts["initial_q"])
         v = np.linspace(0.5, -0.5, mech.n)
-        facts["timing_us"] = {what: round(us, 2) for what, us in model_costs(mech, q, v)}
+        facts["timing_us"] = {what: round(us, 2) for what, us in model_costs(mech, q, v) + step_costs(mech, q, v)}
     if args.json == "-":
         print(json.dumps(facts, indent=2))
         return 0

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from mbfg_ros.errors import CliError
+from mbfg_ros.termination import terminate_as_interrupt
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -72,18 +73,8 @@ class _Rates:
                 self.last[name] = (st.received, received)
 
 
-def _terminate_as_interrupt() -> None:
-    """SIGTERM (e.g. from a job runner) stops the nodes like Ctrl-C does."""
-    import signal
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
-
-
 def run(args: argparse.Namespace) -> int:
-    from mbfg_ros.model.mechanism import load_mechanism
+    from mbfg_ros.model.validation import load_rig
     from mbfg_ros.ros.launch_description import default_config, sim_rig_description
     from mbfg_ros.ros.output_monitor import MonitorThread
     from mbfg_ros.ros.processes import NodeProcesses, ros_environment
@@ -98,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CliError(f"--out: cannot create {out} ({exc.strerror})") from None
-    mech = load_mechanism(config)
+    mech = load_rig(config).mech
     if not mech.dof_names:
         raise CliError(f"{config}: the mechanism has no degree of freedom to show")
     force = args.force or (mech.closure_names[0] if mech.closure_names else "")
@@ -115,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
                                        rig_parameters={"initial_error": [args.initial_error],
                                                        "wait_for_truth": True})
     procs = NodeProcesses(description, log_dir, env)
-    _terminate_as_interrupt()
+    terminate_as_interrupt()          # also when run() is called without mbfg's main
     sensors = [s.name for s in mech.config.sensors.all()]
     print(f"mbfg demo: {mech.config.name} ({mech.n} joints, DOF {', '.join(mech.dof_names)}), "
           f"{args.duration:g} s live over DDS (ROS_DOMAIN_ID {env['ROS_DOMAIN_ID']}, localhost)")

@@ -2,7 +2,8 @@
 
 Subcommands live in their own modules (imported only when used, so `mbfg check` starts fast):
 check, simulate, replay, benchmark, run, demo. User errors (bad config, bad options, bad bags)
-print one clear line and exit 2; `--debug` shows the traceback instead.
+print one clear line and exit 2; `--debug` shows the traceback instead. Ctrl-C exits 130 and
+SIGTERM 143, both after the clean-up (a bag being written is removed).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import importlib
 import sys
 
 from mbfg_ros.errors import MbfgError
+from mbfg_ros.termination import Terminated, terminate_as_interrupt
 
 SUBCOMMANDS = {
     "check": "mbfg_ros.cli.check",
@@ -59,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "_missing", False):
         print(f"mbfg {args.command}: not available in this version", file=sys.stderr)
         return 2
+    terminate_as_interrupt()        # SIGTERM cleans up like Ctrl-C (no half-written bag)
     try:
         return int(importlib.import_module(args._module).run(args) or 0)
     except MbfgError as exc:
@@ -66,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Terminated:
+        print("terminated (SIGTERM)", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

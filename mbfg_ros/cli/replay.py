@@ -18,7 +18,7 @@ from pathlib import Path
 from mbfg_ros.errors import CliError, MbfgError
 from mbfg_ros.io.bag_writer import STORAGE_PLUGINS, check_output_path
 from mbfg_ros.io.estimate_messages import DEFAULT_NAMESPACE, OutputNames
-from mbfg_ros.model.mechanism import load_mechanism
+from mbfg_ros.model.validation import load_rig
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -46,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--storage", default="mcap", choices=sorted(STORAGE_PLUGINS), help="--out storage (default mcap)")
     o.add_argument("--overwrite", action="store_true", help="replace an existing bag at --out")
     o.add_argument("--covariance", action="store_true",
-                   help="also write the DOF covariance topics (dof_std, dof_covariance); costs estimator time")
+                   help="also write the DOF covariance (dof_covariance, and the DOF variances in "
+                        "dynamic_joint_states); costs estimator time")
     o.add_argument("--namespace", default=DEFAULT_NAMESPACE, metavar="NS",
                    help=f"output topic namespace, the node's name (default {DEFAULT_NAMESPACE})")
     o.add_argument("--frame-prefix", default="", metavar="P", help="prefix of the TF frame ids (default none)")
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from mbfg_ros.replay.session import ReplayOptions, replay_bag
 
     _validate(args)
-    mech = load_mechanism(args.config)
+    mech = load_rig(args.config).mech
     remap = parse_remap(args.remap, mech)
     options = ReplayOptions(
         remap=remap, lagged=args.lagged, covariance=args.covariance or bool(args.plots),

@@ -39,6 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--loop", action="store_true", help="replay: loop the bag")
     p.add_argument("--namespace", default="", help="namespace of the nodes")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warn", "error", "fatal"))
+    p.add_argument("--params-file", default="", metavar="FILE",
+                   help="a ROS 2 parameters file (YAML with <node>: ros__parameters:) the nodes "
+                        "read first, e.g. config/estimator.params.yaml; --param and the other "
+                        "options override it")
     p.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
                    help="an estimator parameter (repeatable; VALUE is YAML: 200, true, [1, 2])")
     p.add_argument("--rig-param", action="append", default=[], metavar="NAME=VALUE",
@@ -86,19 +90,21 @@ def build_description(args: argparse.Namespace):
                     raise CliError(f"--remap expects FROM:=TO (value: {r!r})")
                 remaps.append((a, b))
             return estimator_description(args.config, args.urdf, description, args.use_sim_time,
-                                         args.namespace, args.log_level, params, tuple(remaps))
+                                         args.namespace, args.log_level, params, tuple(remaps),
+                                         args.params_file)
         if args.kind == "sim_rig":
             if not args.duration > 0:
                 raise CliError(f"--duration must be positive (value: {args.duration})")
             return sim_rig_description(args.config, args.use_sim_time, args.rviz, args.duration,
                                        args.namespace, args.log_level,
-                                       _params("--rig-param", args.rig_param), params)
+                                       _params("--rig-param", args.rig_param), params,
+                                       args.params_file)
         if not args.bag:
             raise CliError("mbfg run replay needs the bag: mbfg run replay <bag> [--config ...]")
         if not Path(args.bag).exists():
             raise CliError(f"bag: no such file or directory (value: {args.bag!r})")
         return replay_description(args.bag, args.config, args.rate, args.loop, args.namespace,
-                                  args.log_level, params)
+                                  args.log_level, params, args.params_file)
     except ValueError as exc:
         raise CliError(str(exc)) from None
 

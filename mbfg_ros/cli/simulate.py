@@ -16,7 +16,7 @@ from pathlib import Path
 from mbfg_ros.errors import CliError, MbfgError
 from mbfg_ros.io.bag_writer import STORAGE_PLUGINS, check_output_path, scenario_custom_data, write_simulation_bag
 from mbfg_ros.io.messages import DEFAULT_EPOCH
-from mbfg_ros.model.mechanism import load_mechanism
+from mbfg_ros.model.validation import load_rig
 from mbfg_ros.sim.forward import simulate
 from mbfg_ros.sim.ground_truth import DEFAULT_TRUTH_RATE, ground_truth
 from mbfg_ros.sim.input_profiles import InputProfile
@@ -45,6 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--input-frequency", type=float, default=0.5, metavar="F",
                    help="Hz: sine frequency, random knot rate (default 0.5)")
     g.add_argument("--input-start", type=float, default=1.0, metavar="S", help="s: inputs start here (default 1)")
+    g.add_argument("--input-offset", type=float, default=0.0, metavar="E",
+                   help="N m or N: a constant effort added to the profile from --input-start (default 0)")
     g.add_argument("--no-friction", action="store_true", help="frictionless truth (ignore the config's friction)")
     g.add_argument("--seed", type=int, default=0, metavar="N", help="seed of every random draw (default 0)")
     s = p.add_argument_group("sensors")
@@ -84,6 +86,12 @@ def _positive(option: str, value: float, unit: str) -> float:
 def _nonnegative(option: str, value: float, unit: str) -> float:
     if not (math.isfinite(value) and value >= 0):
         raise CliError(f"{option}: must be >= 0 {unit} (value: {value:g})")
+    return value
+
+
+def _finite(option: str, value: float, unit: str) -> float:
+    if not math.isfinite(value):
+        raise CliError(f"{option}: must be a finite number of {unit} (value: {value:g})")
     return value
 
 
@@ -127,7 +135,7 @@ def _initial_error(text: str, dof: int) -> tuple[float, ...] | float:
 def build_inputs(args: argparse.Namespace):
     """Validate the options and build (config mechanism, Scenario, SensorOptions, out path)."""
     _positive("--duration", args.duration, "seconds")
-    mech = load_mechanism(args.config)
+    mech = load_rig(args.config).mech
     rates = _pairs("--rate", args.rate, list(SENSOR_KINDS) + channel_names(mech), "sensor or kind", "rate in Hz")
     scenario = Scenario(
         duration=args.duration, gravity_error=args.gravity_error,
@@ -138,6 +146,7 @@ def build_inputs(args: argparse.Namespace):
         input_frequency=(_positive("--input-frequency", args.input_frequency, "Hz")
                          if args.input in ("sine", "random") else args.input_frequency),
         input_start=_nonnegative("--input-start", args.input_start, "s"),
+        input_offset=_finite("--input-offset", args.input_offset, "N m or N"),
         friction=not args.no_friction, seed=args.seed)
     options = SensorOptions(
         rates=rates, noise=not args.no_noise, quantize=not args.no_quantize,
@@ -227,6 +236,7 @@ def format_summary(f: dict) -> str:
         f"input {sc['input_profile']}"
         + (f" (amplitude {sc['input_amplitude']:g}, frequency {sc['input_frequency']:g} Hz, from "
            f"{sc['input_start']:g} s)" if sc["input_profile"] != "none" else "")
+        + (f", offset {sc['input_offset']:g} from {sc['input_start']:g} s" if sc.get("input_offset") else "")
         + f", friction {'on' if sc['friction'] else 'off'}, seed {sc['seed']}")
     ij = f["input_joints"]["known"] + f["input_joints"]["unknown"]
     if sc["input_profile"] != "none":

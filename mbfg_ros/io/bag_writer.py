@@ -19,6 +19,7 @@ from rosbags.rosbag2.errors import WriterError
 
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
+from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.io.simulation_messages import BagMessage, sensor_messages, sensor_topics, truth_messages, truth_topics
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.sim.ground_truth import GroundTruth
@@ -62,7 +63,8 @@ def check_output_path(path: str | Path, overwrite: bool, option: str = "output")
 
 class BagWriter:
     """A rosbag2 being written; use as a context manager. Connections are added per topic on
-    first use. On an exception the partial bag is removed."""
+    first use. On an exception (Ctrl-C and SIGTERM included, also while closing) the partial
+    bag is removed: a bag is either complete with its metadata or not there."""
 
     def __init__(self, path: str | Path, storage: str = "mcap", overwrite: bool = False,
                  custom_data: dict[str, str] | None = None) -> None:
@@ -96,7 +98,11 @@ class BagWriter:
         if writer is None:
             return False
         if exc_type is None:
-            writer.close()
+            try:
+                writer.close()              # writes the summary and metadata.yaml
+            except BaseException:           # interrupted while closing: no half-closed bag
+                shutil.rmtree(self.path, ignore_errors=True)
+                raise
             return False
         try:
             writer.abort()
@@ -105,7 +111,10 @@ class BagWriter:
         return False
 
     def add_topic(self, topic: str, msgtype: str) -> None:
-        """Declare a topic (so it exists in the bag even with no messages)."""
+        """Declare a topic (so it exists in the bag even with no messages). Relative names are
+        stored resolved at the root (``encoders`` as ``/encoders``), as a root-namespace node
+        publishes them."""
+        topic = resolve_topic(topic)
         if topic in self._connections:
             if self.types[topic] != msgtype:
                 raise MbfgError(f"topic {topic} written with two types: {self.types[topic]} and {msgtype}")
@@ -117,8 +126,9 @@ class BagWriter:
 
     def write(self, message: BagMessage) -> None:
         self.add_topic(message.topic, message.msgtype)
-        self._writer.write(self._connections[message.topic], message.log_time_ns, msgs.serialize(message.msg))
-        self.counts[message.topic] += 1
+        topic = resolve_topic(message.topic)
+        self._writer.write(self._connections[topic], message.log_time_ns, msgs.serialize(message.msg))
+        self.counts[topic] += 1
         ns = message.log_time_ns
         self.first_ns = ns if self.first_ns is None else min(self.first_ns, ns)
         self.last_ns = ns if self.last_ns is None else max(self.last_ns, ns)

@@ -13,7 +13,9 @@ accepted message types and which sensors the topic feeds:
   used).
 
 Each decoded reading is (sensor name, stamp in ns, value); malformed messages are counted per
-topic with the reason, never raised.
+topic with the reason, never raised. The frame and the noise of a gyro come from the config; an
+Imu message whose header.frame_id or angular_velocity_covariance says otherwise is used all the
+same and counted per topic in ``disagreements`` (the node warns once per topic and reason).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mbfg_ros.estimation.estimator import COMMAND_PREFIX
+from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
 
 JOINT_STATE = "sensor_msgs/msg/JointState"
@@ -46,6 +49,9 @@ class TopicRoute:
     encoders: dict[str, str] = field(default_factory=dict)     # joint -> sensor name
     commands: dict[str, str] = field(default_factory=dict)     # joint -> "command:<joint>"
     gyro: str | None = None
+    gyro_frame_id: str = ""                 # the config's frame_id of the gyro's messages
+    gyro_noise: float = 0.0                 # rad/s, the config's noise
+    gyro_axes: tuple[int, ...] = ()         # the measured axes (0 x, 1 y, 2 z)
     load_cell: str | None = None
     load_axis: np.ndarray | None = None
     load_component: str = "force"
@@ -59,13 +65,20 @@ def _stamp_ns(msg) -> int:
 class InputRouter:
     """Decodes the sensor topics of a mechanism config into estimator samples."""
 
-    def __init__(self, mech: Mechanism, remap: dict[str, str] | None = None) -> None:
-        """``remap`` maps a config topic to the topic actually carrying it (e.g. in a bag)."""
+    def __init__(self, mech: Mechanism, remap: dict[str, str] | None = None,
+                 namespace: str | None = None) -> None:
+        """``namespace``: resolve the config's relative topics there (replay: "/", the bag's
+        root); None keeps them as written (the node subscribes with them and ROS resolves them
+        in its namespace). ``remap`` maps a (resolved) config topic to the topic actually
+        carrying it (e.g. in a bag)."""
         remap = remap or {}
         self.routes: dict[str, TopicRoute] = {}
         self.problems: dict[str, Counter] = {}
+        self.disagreements: dict[str, Counter] = {}     # topic -> what disagrees -> messages
 
         def route(topic: str, types: tuple[str, ...]) -> TopicRoute:
+            if namespace is not None:
+                topic = resolve_topic(topic, namespace)
             topic = remap.get(topic, topic)
             r = self.routes.get(topic)
             if r is None:
@@ -83,6 +96,9 @@ class InputRouter:
             if r.gyro is not None:
                 raise ValueError(f"two gyros publish on {r.topic}")
             r.gyro = g.config.name
+            r.gyro_frame_id = g.config.frame_id or g.config.name
+            r.gyro_noise = float(g.config.noise)
+            r.gyro_axes = tuple(int(i) for i in g.rows)
         for c in mech.load_cells:
             r = route(c.config.topic, (WRENCH_STAMPED, FLOAT64))
             if r.load_cell is not None:
@@ -112,7 +128,9 @@ class InputRouter:
                 return self._joint_state(r, msg)
             if msgtype == IMU:
                 w = msg.angular_velocity
-                return [Reading(r.gyro, _stamp_ns(msg), np.array([w.x, w.y, w.z], float))]
+                reading = [Reading(r.gyro, _stamp_ns(msg), np.array([w.x, w.y, w.z], float))]
+                self._check_imu(r, msg)
+                return reading
             if msgtype == WRENCH_STAMPED:
                 v = msg.wrench.force if r.load_component == "force" else msg.wrench.torque
                 value = float(r.load_axis @ np.array([v.x, v.y, v.z], float))
@@ -124,6 +142,35 @@ class InputRouter:
         except (AttributeError, TypeError, ValueError) as exc:
             return self._problem(topic, f"malformed {msgtype}: {exc}")
         return self._problem(topic, f"unsupported type {msgtype}")
+
+    NOISE_TOLERANCE = 0.05
+    """Relative difference between the Imu's standard deviation and the config's noise that is
+    reported (the message's covariance rounded, a unit slip, a different sensor)."""
+
+    def _check_imu(self, r: TopicRoute, msg) -> None:
+        """Count what an Imu message says that the config does not: its frame_id, and its
+        angular velocity covariance on the measured axes (all zeros: unknown, REP 145; -1 in
+        the first element: not provided)."""
+        frame = msg.header.frame_id
+        if frame != r.gyro_frame_id:
+            self._disagree(r.topic, f"header.frame_id {frame!r} differs from the config's frame_id "
+                                    f"{r.gyro_frame_id!r} (the config's frame is used)")
+        cov = np.asarray(msg.angular_velocity_covariance, float)
+        if cov.size != 9 or not np.any(cov):
+            return
+        if cov[0] == -1.0:
+            self._disagree(r.topic, "angular_velocity_covariance[0] = -1 marks the angular "
+                                    "velocity as not provided (it is used)")
+            return
+        std = np.sqrt(np.maximum(cov[[4 * i for i in r.gyro_axes]], 0.0))
+        if np.any(np.abs(std - r.gyro_noise) > self.NOISE_TOLERANCE * r.gyro_noise):
+            axes = "".join("xyz"[i] for i in r.gyro_axes)
+            self._disagree(r.topic, f"angular_velocity_covariance gives a noise of "
+                                    f"{', '.join(f'{x:.3g}' for x in std)} rad/s on {axes}, the config "
+                                    f"{r.gyro_noise:.3g} rad/s (the config's noise is used)")
+
+    def _disagree(self, topic: str, what: str) -> None:
+        self.disagreements.setdefault(topic, Counter())[what] += 1
 
     def _joint_state(self, r: TopicRoute, msg) -> list[Reading]:
         ns = _stamp_ns(msg)

@@ -74,7 +74,8 @@ def assemble(mech: Mechanism, data: MechanismData, dof_values, hint: np.ndarray 
             f"the mechanism cannot be assembled with the DOF [{', '.join(mech.dof_names)}] held at "
             f"{_describe_dof(mech, q)}: the other coordinates cannot close closure '{worst}' (the "
             f"closures remove {r} of {mech.n} coordinates, so the mechanism has {mech.n - r} degree(s) "
-            f"of freedom, and the DOF listed must be independent); fix mechanism.dof")
+            f"of freedom, and the DOF listed must be independent); fix mechanism.dof",
+            field="mechanism.dof")
     raise AssemblyError(
         f"the mechanism cannot be assembled at {_describe_dof(mech, q)}: closure '{worst}' stays "
         f"open by {np.max(np.abs(phi)):.3g} after {max_iterations} Newton steps (check the link "

@@ -28,8 +28,26 @@ CLOSURE_TYPES = ("point", "planar_revolute", "revolute", "prismatic", "planar_pr
 ACTUATION_KINDS = ("passive", "known", "unknown")
 LOAD_CELL_KINDS = ("closure", "joint", "actuator")
 ROBUST_LOSSES = ("none", "huber", "cauchy")
-INTEGRATORS = ("trapezoidal", "euler")
+INTEGRATORS = ("hermite", "trapezoidal", "euler")
 AXES = ("x", "y", "z")
+
+# Bounds of the numbers of a config (the node's parameters use the same ones). A value outside
+# them is refused with the field and the range: an absurd number (a keyframe rate of 1e9 Hz, a
+# gravity of 1e300) would otherwise exhaust memory or hang the estimator instead of failing.
+KEYFRAME_RATE_RANGE = (1.0, 2000.0)
+"""Hz: estimator.keyframe_rate (and the node's keyframe_rate parameter)."""
+LAG_RANGE = (0.01, 60.0)
+"""s: estimator.lag (and the node's lag parameter)."""
+MAX_WINDOW_KEYFRAMES = 20000
+"""keyframes: lag x keyframe_rate, the smoother's window (10 s at 2 kHz, 100 s at 200 Hz)."""
+SENSOR_RATE_RANGE = (0.01, 100000.0)
+"""Hz: a sensor's nominal rate."""
+NOISE_RANGE = (1e-9, 1e9)
+"""SI: every standard deviation (sensor noise, estimator.noise.*)."""
+GRAVITY_LIMIT = 1000.0
+"""m/s^2: the largest gravity magnitude (about 100 g)."""
+ROBUST_THRESHOLD_RANGE = (0.01, 1000.0)
+"""sigmas: estimator.robust_loss.threshold."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +89,7 @@ class JointConfig:
     coulomb: float = 0.0
     coulomb_velocity: float = 0.01
     actuation: str = "passive"
-    topic: str = "/joint_commands"
+    topic: str = "joint_commands"
 
 
 @dataclass(frozen=True)
@@ -177,14 +195,16 @@ class EstimatorConfig:
     """Settings of the fixed-lag smoother (see README "estimator" section)."""
     keyframe_rate: float = 200.0
     lag: float = 1.0
+    keyframes_per_update: int = 0
+    native_code: str = "auto"
     integrator: str = "trapezoidal"
     sensor_wait: float = 0.01
     initial_pose: str = "sensors"
     gauss_newton_iterations: int = 0
-    relinearize_budget: int = 50
+    relinearize_budget: int = 25
+    relinearize_horizon: int = 25
     relinearize_threshold: float = 3e-3
-    relinearize_velocity_factor: float = 100.0
-    relinearize_window: bool = True
+    relinearize_velocity_factor: float = 1000.0
     acceleration_constraints: bool = True
     estimate_gravity: bool = False
     estimate_mass_link: str = ""
@@ -224,17 +244,25 @@ class RigConfig:
 
 
 def _rate(node: YamlNode, default: float) -> float:
-    return node.float("rate", default, positive=True)
+    return node.float("rate", default, positive=True, min=SENSOR_RATE_RANGE[0],
+                      max=SENSOR_RATE_RANGE[1], unit="Hz")
 
 
-def _noise(node: YamlNode, key: str = "noise") -> float:
-    return node.float(key, positive=True)
+def _noise(node: YamlNode, key: str = "noise", default: Any = None) -> float:
+    if default is None:
+        return node.float(key, positive=True, min=NOISE_RANGE[0], max=NOISE_RANGE[1])
+    return node.float(key, default, positive=True, min=NOISE_RANGE[0], max=NOISE_RANGE[1])
 
 
 def _topic(node: YamlNode) -> str:
+    """A topic name: relative (resolved in the node's namespace, the default) or absolute; not
+    private (``~``), which would differ between the rig and the estimator."""
     topic = node.str("topic")
-    if " " in topic or topic.endswith("/"):
+    if not topic or " " in topic or topic.endswith("/") or "//" in topic:
         raise node.error("topic", "not a valid ROS topic name", topic)
+    if topic.startswith("~"):
+        raise node.error("topic", "a private (~) name would differ between the rig and the "
+                         "estimator; use a relative or absolute name", topic)
     return topic
 
 
@@ -272,7 +300,7 @@ def _joints(root: YamlNode) -> dict[str, JointConfig]:
             coulomb=n.float("coulomb", 0.0, nonnegative=True),
             coulomb_velocity=n.float("coulomb_velocity", 0.01, positive=True),
             actuation=n.str("actuation", "passive", choices=ACTUATION_KINDS),
-            topic=_topic(n) if n.has("topic") else "/joint_commands")
+            topic=_topic(n) if n.has("topic") else "joint_commands")
         n.finish()
     return out
 
@@ -323,39 +351,61 @@ def _estimator(root: YamlNode) -> EstimatorConfig:
     e = root.node("estimator", {})
     nz = e.node("noise", {})
     defaults = NoiseConfig()
-    noise = NoiseConfig(**{k: nz.float(k, getattr(defaults, k), positive=True)
+    noise = NoiseConfig(**{k: _noise(nz, k, getattr(defaults, k))
                            for k in NoiseConfig.__dataclass_fields__})
     nz.finish()
     rl = e.node("robust_loss", {})
     robust = RobustLossConfig(type=rl.str("type", "huber", choices=ROBUST_LOSSES),
-                              threshold=rl.float("threshold", 3.0, positive=True))
+                              threshold=rl.float("threshold", 3.0, positive=True,
+                                                 min=ROBUST_THRESHOLD_RANGE[0],
+                                                 max=ROBUST_THRESHOLD_RANGE[1], unit="sigmas"))
     rl.finish()
     d = EstimatorConfig()
     iters = e.raw("gauss_newton_iterations", d.gauss_newton_iterations)
     relin = e.raw("relinearize_budget", d.relinearize_budget)
-    for key, val, top in (("gauss_newton_iterations", iters, 10), ("relinearize_budget", relin, 100000)):
+    horizon = e.raw("relinearize_horizon", d.relinearize_horizon)
+    per_update = e.raw("keyframes_per_update", d.keyframes_per_update)
+    for key, val, top in (("gauss_newton_iterations", iters, 10), ("relinearize_budget", relin, 100000),
+                          ("relinearize_horizon", horizon, 100000), ("keyframes_per_update", per_update, 64)):
         if isinstance(val, bool) or not isinstance(val, int) or val < 0 or val > top:
             raise e.error(key, f"expected a whole number from 0 to {top}", val)
     cfg = EstimatorConfig(
-        keyframe_rate=e.float("keyframe_rate", d.keyframe_rate, positive=True),
-        lag=e.float("lag", d.lag, positive=True),
+        keyframe_rate=e.float("keyframe_rate", d.keyframe_rate, positive=True,
+                              min=KEYFRAME_RATE_RANGE[0], max=KEYFRAME_RATE_RANGE[1], unit="Hz"),
+        lag=e.float("lag", d.lag, positive=True, min=LAG_RANGE[0], max=LAG_RANGE[1], unit="s"),
+        keyframes_per_update=per_update,
+        native_code=e.str("native_code", d.native_code, choices=("auto", "off")),
         integrator=e.str("integrator", d.integrator, choices=INTEGRATORS),
         sensor_wait=e.float("sensor_wait", d.sensor_wait, nonnegative=True),
         initial_pose=e.str("initial_pose", d.initial_pose, choices=("sensors", "config")),
-        gauss_newton_iterations=iters, relinearize_budget=relin,
+        gauss_newton_iterations=iters, relinearize_budget=relin, relinearize_horizon=horizon,
         relinearize_threshold=e.float("relinearize_threshold", d.relinearize_threshold, positive=True),
-        relinearize_window=e.bool("relinearize_window", d.relinearize_window),
         relinearize_velocity_factor=e.float("relinearize_velocity_factor", d.relinearize_velocity_factor, positive=True),
         acceleration_constraints=e.bool("acceleration_constraints", d.acceleration_constraints),
         estimate_gravity=e.bool("estimate_gravity", d.estimate_gravity),
         estimate_mass_link=e.str("estimate_mass_link", ""),
         noise=noise, robust_loss=robust,
         divergence_threshold=e.float("divergence_threshold", d.divergence_threshold, positive=True))
-    if cfg.lag * cfg.keyframe_rate < 2.0:
-        raise e.error("lag", f"the lag must span at least 2 keyframes at {cfg.keyframe_rate:g} Hz",
-                      cfg.lag)
+    problem = window_problem(cfg.keyframe_rate, cfg.lag)
+    if problem:
+        raise e.error("lag", problem, cfg.lag)
+    if cfg.sensor_wait >= cfg.lag:
+        raise e.error("sensor_wait", f"must be shorter than the lag ({cfg.lag:g} s): a keyframe "
+                      "cannot wait for sensors longer than the window keeps it", cfg.sensor_wait)
     e.finish()
     return cfg
+
+
+def window_problem(keyframe_rate: float, lag: float) -> str:
+    """What is wrong with a smoother window of ``lag`` s at ``keyframe_rate`` Hz ("" if nothing):
+    it must hold from 2 to :data:`MAX_WINDOW_KEYFRAMES` keyframes."""
+    keyframes = lag * keyframe_rate
+    if keyframes < 2.0:
+        return f"the lag must span at least 2 keyframes at {keyframe_rate:g} Hz"
+    if keyframes > MAX_WINDOW_KEYFRAMES:
+        return (f"the window would hold {keyframes:.0f} keyframes at {keyframe_rate:g} Hz; at "
+                f"most {MAX_WINDOW_KEYFRAMES} are allowed: shorten the lag or lower keyframe_rate")
+    return ""
 
 
 def parse_rig_config(data: Any, *, source: str | Path | None = None,
@@ -399,9 +449,11 @@ def parse_rig_config(data: Any, *, source: str | Path | None = None,
         for i, n in enumerate(names):
             if names.index(n) != i:
                 raise ConfigError("names must be unique", file=file, field=f"{what}[{i}].name", value=n)
-    if not math.isfinite(sum(cfg.gravity)):
-        raise ConfigError("gravity must be finite", file=file, field="mechanism.gravity",
-                          value=cfg.gravity)
+    g = math.sqrt(sum(x * x for x in cfg.gravity))
+    if not g <= GRAVITY_LIMIT:
+        raise ConfigError(f"must be at most {GRAVITY_LIMIT:g} m/s^2 in magnitude (about 100 g; "
+                          "Earth's is 9.81)", file=file, field="mechanism.gravity",
+                          value=list(cfg.gravity))
     return cfg
 
 

@@ -200,6 +200,12 @@ class Mechanism:
         """Pinocchio frame id of a link or config frame name."""
         return self._frame_id(self.model, name, YamlNode({}, "", None), "frame")
 
+    def tf_frame(self, name: str) -> str:
+        """The TF frame id of a link, config frame or joint name: a URDF joint's frame is its
+        child link's (URDF puts the child link's frame at the joint)."""
+        child = {j.name: j.child for j in self.urdf.tree}
+        return child.get(name, name)
+
     def _apply_overrides(self, model: pin.Model, mass_scale: dict, length_scale: dict, cfg_file) -> None:
         for link, factor in mass_scale.items():
             fid = model.getFrameId(link, pin.FrameType.BODY)

@@ -7,11 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from mbfg_ros.errors import AssemblyError
-from mbfg_ros.model.assembly import check_dof_choice, degrees_of_freedom, initial_state, rank
+from mbfg_ros.model.assembly import degrees_of_freedom, rank
 from mbfg_ros.model.closures import ROWS
-from mbfg_ros.model.mechanism import Mechanism, load_mechanism
+from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.observability import observability
+from mbfg_ros.model.validation import SINGULAR_CONDITION, load_rig
 
 
 def _sensor_facts(mech: Mechanism) -> list[dict[str, Any]]:
@@ -44,17 +44,10 @@ def _sensor_facts(mech: Mechanism) -> list[dict[str, Any]]:
 
 def summarize(config_path: str | Path) -> dict[str, Any]:
     """Load, validate and assemble a rig; return its facts (raises MbfgError on bad input)."""
-    mech = load_mechanism(config_path)
+    rig = load_rig(config_path)
+    mech, q0, v0 = rig.mech, rig.q0, rig.v0
     data = mech.create_data()
-    q0, v0 = initial_state(mech, data)
-    check_dof_choice(mech, data, q0)
     phi, J = mech.closure_position(data, q0)
-    M = mech.mass_matrix(data, q0)
-    eig, vec = np.linalg.eigh(M)
-    if eig[0] <= 1e-12 * max(1.0, eig[-1]):
-        worst = mech.joint_names[int(np.argmax(np.abs(vec[:, 0])))]
-        raise AssemblyError(f"the mass matrix is singular at the initial pose (smallest eigenvalue "
-                            f"{eig[0]:.3g}): a moving link without mass or inertia near joint '{worst}'")
     obs = observability(mech, data, q0)
     cfg = mech.config
     coords = []
@@ -82,6 +75,9 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
         "closures": closures,
         "closure_rows": mech.m,
         "closure_rank": rank(J),
+        "closure_condition": rig.closure_condition,
+        "dof_condition": rig.dof_condition,
+        "singular_condition_limit": SINGULAR_CONDITION,
         "dof": degrees_of_freedom(mech, data, q0),
         "dof_joints": list(mech.dof_names),
         "initial_q": [float(x) for x in q0],
@@ -114,7 +110,9 @@ def format_summary(f: dict[str, Any]) -> str:
         fr = f" friction v={c['viscous']:g} c={c['coulomb']:g}" if c["viscous"] or c["coulomb"] else ""
         lines.append(f"  {c['index']:>2}  {c['name']:<18} {c['type']:<11} {axis:<16} {lim:<20} "
                      f"{c['actuation']:<9} {c['initial']:>9.4f}{mark}{fr}")
-    lines.append(f"Closures ({len(f['closures'])}, {f['closure_rows']} rows, rank {f['closure_rank']}):")
+    cond = (f", condition number {f['closure_condition']:.3g} (DOF block {f['dof_condition']:.3g}; "
+            f"limit {f['singular_condition_limit']:g})" if f["closures"] else "")
+    lines.append(f"Closures ({len(f['closures'])}, {f['closure_rows']} rows, rank {f['closure_rank']}{cond}):")
     for c in f["closures"]:
         lines.append(f"  {c['name']:<20} {c['type']:<16} {c['frame_a']} -> {c['frame_b']}  "
                      f"{c['rows']} rows, residual after assembly {c['residual']:.1e}")
@@ -132,8 +130,6 @@ def format_summary(f: dict[str, Any]) -> str:
                    (f" in {s['frame']}" if s["frame"] else "")
         lines.append(f"  {s['name']:<18} {s['kind']:<9} {what:<44} {s['topic']:<22} "
                      f"{s['rate']:>7g} Hz  noise {s['noise']:g} {s['unit']}")
-    if not f["sensors"]:
-        lines.append("  none: the estimator would only simulate")
     if f["inputs_estimated"] or f["inputs_known"]:
         lines.append(f"Inputs: estimated {', '.join(f['inputs_estimated']) or '-'}; "
                      f"known {', '.join(f['inputs_known']) or '-'}")

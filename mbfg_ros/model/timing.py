@@ -8,7 +8,7 @@ import numpy as np
 from mbfg_ros.model.mechanism import Mechanism
 
 
-def _best_us(fn, repeat: int = 5, number: int = 300) -> float:
+def best_us(fn, repeat: int = 5, number: int = 300) -> float:
     """Best-of-``repeat`` mean time of ``fn()`` in microseconds (the best run is the one least
     disturbed by other load on the machine)."""
     fn()
@@ -31,17 +31,17 @@ def model_costs(mech: Mechanism, q: np.ndarray, v: np.ndarray) -> list[tuple[str
     out = []
     if mech.m:
         out.append((f"closures, all {mech.m} rows at position + velocity + acceleration level, "
-                    "with the multiplier Hessian", _best_us(lambda: mech.closures(d, q, v, a, lam))))
-        out.append((f"closures, position level only ({mech.m} rows)", _best_us(lambda: mech.closure_position(d, q))))
+                    "with the multiplier Hessian", best_us(lambda: mech.closures(d, q, v, a, lam))))
+        out.append((f"closures, position level only ({mech.m} rows)", best_us(lambda: mech.closure_position(d, q))))
         c = mech.closures(d, q, v, a, lam)
         out.append(("dynamics residual + Jacobians (given the closure evaluation)",
-                    _best_us(lambda: mech.inverse_dynamics(d, q, v, a, lam, None, u, closure=c, parameters=False))))
+                    best_us(lambda: mech.inverse_dynamics(d, q, v, a, lam, None, u, closure=c, parameters=False))))
     out.append(("dynamics residual + Jacobians (standalone)",
-                _best_us(lambda: mech.inverse_dynamics(d, q, v, a, lam, None, u, parameters=False))))
+                best_us(lambda: mech.inverse_dynamics(d, q, v, a, lam, None, u, parameters=False))))
     for k, g in enumerate(mech.gyros):
-        out.append((f"gyro {g.config.name} ({len(g.rows)} axis{'' if len(g.rows) == 1 else 'es'})", _best_us(lambda k=k: mech.gyro(d, k, q, v))))
+        out.append((f"gyro {g.config.name} ({len(g.rows)} axis{'' if len(g.rows) == 1 else 'es'})", best_us(lambda k=k: mech.gyro(d, k, q, v))))
     for k, cell in enumerate(mech.load_cells):
         out.append((f"load cell {cell.config.name} ({cell.config.measures})",
-                    _best_us(lambda k=k: mech.load_cell(d, k, q, v, a, lam, u, np.zeros(mech.n)),
+                    best_us(lambda k=k: mech.load_cell(d, k, q, v, a, lam, u, np.zeros(mech.n)),
                              number=100 if cell.config.measures == "joint" else 300)))
     return out

@@ -161,19 +161,13 @@ def parse_urdf(xml: str, source: str) -> tuple[UrdfDescription, str]:
         elif lower > upper:
             raise _fail("limit lower is above upper", source, f + ".limit", (lower, upper))
         joints.append(UrdfJoint(name, jt, pl, cl, axis, lower, upper, effort, velocity))
+    _check_no_cycle(tree, source)
     roots = [l for l in links if l not in children]
     if len(roots) != 1:
         raise _fail("the URDF must be one tree with a single root link (found roots: "
                     f"{', '.join(roots)})", source, "link", roots)
-    for lk in root.findall("link"):
-        inertial = lk.find("inertial")
-        if inertial is None:
-            continue
-        mass = inertial.find("mass")
-        if mass is not None:
-            m = _floats(mass.get("value"), 1, (0.0,), source, f"link[{lk.get('name')}].inertial.mass")[0]
-            if m < 0:
-                raise _fail("mass must not be negative", source, f"link[{lk.get('name')}].inertial.mass", m)
+    masses = {lk.get("name"): _check_inertial(lk, source) for lk in root.findall("link")}
+    _check_moving_bodies(tree, masses, source)
     # Load continuous joints as bounded revolute joints with infinite limits: one angle each.
     for j in root.findall("joint"):
         if j.get("type") == "continuous":
@@ -189,6 +183,105 @@ def parse_urdf(xml: str, source: str) -> tuple[UrdfDescription, str]:
                            links=tuple(links), joints=tuple(joints), fixed_joints=tuple(fixed),
                            source=source, xml=xml, tree=tuple(tree))
     return desc, ET.tostring(root, encoding="unicode")
+
+
+def _check_no_cycle(tree: list[TreeJoint], source: str) -> None:
+    """A URDF is a tree: a chain of joints that leads back to its start is refused, naming it."""
+    parent_joint = {j.child: j for j in tree}
+    done: set[str] = set()
+    for start in parent_joint:
+        path: list[str] = []
+        link = start
+        while link in parent_joint and link not in done and link not in path:
+            path.append(link)
+            link = parent_joint[link].parent
+        if link in path:                        # came back: a cycle
+            cycle = path[path.index(link):]
+            joints = [parent_joint[l] for l in reversed(cycle)]
+            chain = joints[0].parent + "".join(f" --{j.name}--> {j.child}" for j in joints)
+            raise _fail(f"the joints form a cycle: {chain}; a URDF must be a tree: "
+                        "close kinematic loops in the mechanism config (closures:), not in the URDF",
+                        source, f"joint[{parent_joint[cycle[0]].name}]",
+                        [parent_joint[l].name for l in reversed(cycle)])
+        done.update(path)
+
+
+INERTIA_TOLERANCE = 1e-9
+"""Relative tolerance of the inertia checks (positive definite, triangle inequality), times the
+largest principal moment."""
+
+
+def _check_inertial(link: ET.Element, source: str) -> float:
+    """Validate a link's <inertial> (mass >= 0; inertia finite, zero without mass, and with mass
+    positive definite and obeying the triangle inequality); return its mass (0 without one)."""
+    name = link.get("name")
+    inertial = link.find("inertial")
+    if inertial is None:
+        return 0.0
+    f = f"link[{name}].inertial"
+    mass_el = inertial.find("mass")
+    mass = 0.0
+    if mass_el is not None:
+        mass = _floats(mass_el.get("value"), 1, (0.0,), source, f + ".mass")[0]
+        if mass < 0:
+            raise _fail("mass must not be negative", source, f + ".mass", mass)
+        if mass > 1e9:
+            raise _fail("mass must be at most 1e9 kg", source, f + ".mass", mass)
+    _floats((inertial.find("origin").get("xyz") if inertial.find("origin") is not None else None),
+            3, (0.0, 0.0, 0.0), source, f + ".origin.xyz")
+    it = inertial.find("inertia")
+    values = {}
+    for key in ("ixx", "ixy", "ixz", "iyy", "iyz", "izz"):
+        text = it.get(key) if it is not None else None
+        try:
+            values[key] = float(text) if text is not None else 0.0
+        except ValueError:
+            raise _fail("expected a number", source, f"{f}.inertia.{key}", text) from None
+        if not math.isfinite(values[key]) or abs(values[key]) > 1e12:
+            raise _fail("expected a finite number of at most 1e12 kg m^2", source,
+                        f"{f}.inertia.{key}", text)
+    g = values.get
+    inertia = np.array([[g("ixx"), g("ixy"), g("ixz")], [g("ixy"), g("iyy"), g("iyz")],
+                        [g("ixz"), g("iyz"), g("izz")]])
+    shown = {k: v for k, v in values.items() if v}
+    if mass == 0.0:
+        if np.any(inertia != 0.0):
+            raise _fail("a link without mass cannot have rotational inertia (mass 0 with a non-zero "
+                        "inertia): give its mass or remove the inertia", source, f + ".inertia", shown)
+        return 0.0
+    moments = np.linalg.eigvalsh(inertia)
+    tol = INERTIA_TOLERANCE * max(abs(moments).max(), 1e-300)
+    if moments[0] <= tol:
+        raise _fail(f"the inertia of a link with mass {mass:g} kg must be positive definite (its "
+                    f"principal moments are {', '.join(f'{x:.4g}' for x in moments)} kg m^2)",
+                    source, f + ".inertia", shown)
+    if moments[0] + moments[1] < moments[2] - tol:
+        raise _fail(f"the inertia is not physically possible: the principal moments "
+                    f"{', '.join(f'{x:.4g}' for x in moments)} kg m^2 break the triangle inequality "
+                    "(the two smaller must add up to at least the largest)", source, f + ".inertia", shown)
+    return mass
+
+
+def _check_moving_bodies(tree: list[TreeJoint], masses: dict[str, float], source: str) -> None:
+    """Every body a movable joint carries (its child link and the links fixed to it) needs mass."""
+    fixed_children: dict[str, list[str]] = {}
+    for j in tree:
+        if j.type == "fixed":
+            fixed_children.setdefault(j.parent, []).append(j.child)
+    for j in tree:
+        if j.type == "fixed":
+            continue
+        body, stack = [], [j.child]
+        while stack:
+            link = stack.pop()
+            body.append(link)
+            stack.extend(fixed_children.get(link, []))
+        if sum(masses.get(l, 0.0) for l in body) <= 0.0:
+            what = (f"neither it nor a link fixed to it ({', '.join(body[1:])}) has a mass"
+                    if len(body) > 1 else "has no mass")
+            raise _fail(f"link '{j.child}' moves (joint '{j.name}') but {what}: every moving body "
+                        "needs an <inertial> with a mass > 0 and a positive-definite inertia",
+                        source, f"link[{j.child}].inertial")
 
 
 def load_urdf(path: str | Path | None = None, *, xml: str | None = None,

@@ -15,6 +15,10 @@ from mbfg_ros.errors import ConfigError
 
 REQUIRED = object()
 
+MAGNITUDE_LIMIT = 1e9
+"""No number in a config may exceed this in magnitude (fields with a tighter range say so): a
+value like 1e300 is a typo or an attack, and would overflow the estimator's arithmetic."""
+
 
 class YamlNode:
     """A mapping in the document, with the path that leads to it."""
@@ -71,25 +75,37 @@ class YamlNode:
         return value
 
     def float(self, key: str, default: Any = REQUIRED, *, min: float | None = None,
-              positive: bool = False, nonnegative: bool = False) -> Any:
+              max: float | None = None, positive: bool = False, nonnegative: bool = False,
+              unit: str = "") -> Any:
         value = self.raw(key, default)
         if value is default and default is not REQUIRED:
             return value
-        return self.check_float(key, value, min=min, positive=positive, nonnegative=nonnegative)
+        return self.check_float(key, value, min=min, max=max, positive=positive,
+                                nonnegative=nonnegative, unit=unit)
 
     def check_float(self, key: str | int, value: Any, *, min: float | None = None,
-                    positive: bool = False, nonnegative: bool = False) -> float:
+                    max: float | None = None, positive: bool = False, nonnegative: bool = False,
+                    unit: str = "") -> float:
+        """``value`` as a finite float within the bounds (``min``/``max`` inclusive, in ``unit``;
+        never beyond :data:`MAGNITUDE_LIMIT`), or a ConfigError naming the field and the range."""
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(key, "expected a number", value)
         value = float(value)
         if not math.isfinite(value):
             raise self.error(key, "must be a finite number", value)
+        u = f" {unit}" if unit else ""
         if positive and value <= 0.0:
             raise self.error(key, "must be greater than zero", value)
         if nonnegative and value < 0.0:
             raise self.error(key, "must not be negative", value)
+        if min is not None and max is not None and not (min <= value <= max):
+            raise self.error(key, f"must be from {min:g} to {max:g}{u}", value)
         if min is not None and value < min:
-            raise self.error(key, f"must be at least {min}", value)
+            raise self.error(key, f"must be at least {min:g}{u}", value)
+        if max is not None and value > max:
+            raise self.error(key, f"must be at most {max:g}{u}", value)
+        if abs(value) > MAGNITUDE_LIMIT:
+            raise self.error(key, f"must be at most {MAGNITUDE_LIMIT:g} in magnitude", value)
         return value
 
     def vector(self, key: str, length: int, default: Any = REQUIRED, *, unit: bool = False) -> Any:

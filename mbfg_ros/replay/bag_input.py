@@ -1,21 +1,22 @@
 """A bag as estimator input: its sensor readings and ground-truth messages, checked and counted.
 
-Reads rosbag2 (mcap or sqlite3) and rosbag1 with rosbags' AnyReader (the typestore of
-:mod:`mbfg_ros.io.messages`, plus the types the bag defines). Sensor topics are the mechanism
-config's (after ``remap``: config topic -> bag topic) and are decoded by the shared
-:class:`~mbfg_ros.io.sensor_inputs.InputRouter`, exactly as the ROS node decodes them. Ground
-truth is the simulator's topics under the config's ``truth_namespace``. Other topics are not
-read.
+Reads rosbag2 (mcap or sqlite3) and rosbag1 through :class:`~mbfg_ros.io.bag_reader.BagSource`
+(MCAP record by record, so a damaged or truncated recording is read as far as it can be; the
+others with rosbags' AnyReader), deserializing with the typestore of :mod:`mbfg_ros.io.messages`
+plus the types the bag defines. Sensor topics are the mechanism config's (after ``remap``: config
+topic -> bag topic) and are decoded by the shared :class:`~mbfg_ros.io.sensor_inputs.InputRouter`,
+exactly as the ROS node decodes them. Ground truth is the simulator's topics under the config's
+``truth_namespace``. Other topics are not read.
 
 Nothing fails silently and nothing raises past this module for a bad message: a message that
 cannot be deserialized, has the wrong type or holds no usable reading is counted per topic
-with the reason (``TopicStats.problems``). Only a bag that cannot be opened, or that has none
-of the config's sensor topics, is an error (:class:`~mbfg_ros.errors.MbfgError`, one line that
-lists what the bag holds and what the config expects).
+with the reason (``TopicStats.problems``), and so is every message the bag holds but that could
+not be read (damage; the places are in ``BagInput.damage``). Only a bag that cannot be opened,
+or that has none of the config's sensor topics, is an error (:class:`~mbfg_ros.errors.MbfgError`,
+one line that lists what the bag holds and what the config expects).
 
-Unlike :func:`mbfg_ros.io.bag_reader.read_bag` (which it otherwise follows), messages are
-deserialized one by one here so that one corrupt message is counted instead of ending the
-run, and topics with a wrong type are never deserialized.
+Messages are deserialized one by one here so that one corrupt message is counted instead of
+ending the run, and topics with a wrong type are never deserialized.
 """
 from __future__ import annotations
 
@@ -25,16 +26,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from rosbags.highlevel import AnyReader, AnyReaderError
-
 from mbfg_ros.errors import ConfigError, MbfgError
-from mbfg_ros.io import messages as msgs
-from mbfg_ros.io.bag_reader import bag_topics
+from mbfg_ros.io.bag_reader import BagSource
+from mbfg_ros.io.mcap_salvage import McapDamage
 from mbfg_ros.io.sensor_inputs import InputRouter, TopicRoute
 from mbfg_ros.io.simulation_messages import truth_topics
+from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
 
 SENSOR, TRUTH = "sensor", "truth"
+
+UNREADABLE = "could not be read: the bag is damaged or truncated"
+"""The problem reason of messages a bag holds (by its own count) that could not be read."""
 
 
 @dataclass
@@ -63,14 +66,16 @@ def route_sensors(route: TopicRoute) -> tuple[str, ...]:
 
 
 def parse_remap(items: list[str] | None, mech: Mechanism) -> dict[str, str]:
-    """``from:=to`` items -> {config topic: bag topic}; the config topic must exist."""
-    known = sorted(InputRouter(mech).topics)
+    """``from:=to`` items -> {config topic: bag topic}; the config topic must exist. Both are
+    resolved at the bag's root (``encoders`` is ``/encoders``)."""
+    known = sorted(InputRouter(mech, namespace="/").topics)
     out: dict[str, str] = {}
     for item in items or []:
         src, sep, dst = item.partition(":=")
         src, dst = src.strip(), dst.strip()
         if not sep or not src or not dst:
             raise MbfgError(f"--remap: expected FROM:=TO, e.g. /encoders:=/rig/encoders (value: {item!r})")
+        src, dst = resolve_topic(src), resolve_topic(dst)
         if src not in known:
             raise MbfgError(f"--remap: {src} is not a sensor topic of the config (its topics: "
                             f"{', '.join(known)}) (value: {item!r})")
@@ -86,9 +91,12 @@ class BagInput:
         self.path = Path(path)
         self.mech = mech
         self.remap = dict(remap or {})
-        self.bag = bag_topics(self.path)          # raises a clear MbfgError for a bad path
+        with BagSource(self.path) as source:     # raises a clear MbfgError for a bad path
+            self.bag = {t: dict(v) for t, v in source.topics.items()}
+            self.start_ns, self.end_ns = source.start_ns, source.end_ns   # ns, first and last log time
+        self.damage = McapDamage()               # what could not be read (after records())
         try:
-            self.router = InputRouter(mech, self.remap)
+            self.router = InputRouter(mech, self.remap, namespace="/")
         except ValueError as exc:
             raise ConfigError(str(exc), file=str(mech.config.source or "")) from None
         back = {v: k for k, v in self.remap.items()}
@@ -108,16 +116,8 @@ class BagInput:
         present = [s for s in self.stats.values() if s.role == SENSOR and s.msgtype is not None]
         if not present:
             raise MbfgError(self._nothing_to_read())
-        self.start_ns, self.end_ns = self._log_times()   # ns, first and last log time
         self.time_sensors = 0.0         # s spent reading + deserializing + decoding sensor messages
         self.time_truth = 0.0           # s spent reading + deserializing ground truth
-
-    def _log_times(self) -> tuple[int | None, int | None]:
-        try:
-            with AnyReader([self.path], default_typestore=msgs.typestore()) as reader:
-                return reader.start_time, reader.end_time
-        except (AnyReaderError, OSError, ValueError) as exc:
-            raise MbfgError(f"cannot read the bag {str(self.path)!r}: {exc}") from None
 
     def span_seconds(self) -> float:
         """Log-time span of the bag, s."""
@@ -156,55 +156,52 @@ class BagInput:
         """(kind, topic, log time ns, payload) in the bag's log-time order: kind ``sensor`` with
         a list of :class:`~mbfg_ros.io.sensor_inputs.Reading` (possibly empty: the problem is counted), kind ``truth`` with
         the deserialized message."""
-        try:
-            reader = AnyReader([self.path], default_typestore=msgs.typestore())
-            reader.open()
-        except (AnyReaderError, OSError, ValueError) as exc:
-            raise MbfgError(f"cannot read the bag {str(self.path)!r}: {exc}") from None
-        try:
-            conns = [c for c in reader.connections if c.topic in self.stats]
-            if not conns:
-                return
+        with BagSource(self.path) as source:
+            wanted = set(self.stats)
             decode = self.router.decode
-            deserialize = reader.deserialize
+            deserialize = source.deserialize
             t = time.perf_counter()
-            for conn, log_ns, raw in reader.messages(connections=conns):
-                st = self.stats[conn.topic]
+            for topic, msgtype, log_ns, raw in source.messages(wanted):
+                st = self.stats[topic]
                 st.messages += 1
                 if st.role == SENSOR:
-                    if conn.msgtype not in st.expected:
-                        payload = decode(conn.topic, conn.msgtype, None, log_ns)   # counted by type
+                    if msgtype not in st.expected:
+                        payload = decode(topic, msgtype, None, log_ns)   # counted by type
                     else:
                         try:
-                            msg = deserialize(raw, conn.msgtype)
+                            msg = deserialize(raw, msgtype)
                         except Exception as exc:            # noqa: BLE001 - any corrupt message
-                            st.problems[f"cannot deserialize {conn.msgtype}: {type(exc).__name__}"] += 1
+                            st.problems[f"cannot deserialize {msgtype}: {type(exc).__name__}"] += 1
                             continue
-                        payload = decode(conn.topic, conn.msgtype, msg, log_ns)
+                        payload = decode(topic, msgtype, msg, log_ns)
                     st.readings += len(payload)
                     now = time.perf_counter()
                     self.time_sensors += now - t
-                    yield SENSOR, conn.topic, log_ns, payload
+                    yield SENSOR, topic, log_ns, payload
                 else:
-                    if conn.msgtype not in st.expected:
-                        st.problems[f"message type {conn.msgtype}, expected {st.expected[0]}"] += 1
+                    if msgtype not in st.expected:
+                        st.problems[f"message type {msgtype}, expected {st.expected[0]}"] += 1
                         continue
                     try:
-                        msg = deserialize(raw, conn.msgtype)
+                        msg = deserialize(raw, msgtype)
                     except Exception as exc:                # noqa: BLE001
-                        st.problems[f"cannot deserialize {conn.msgtype}: {type(exc).__name__}"] += 1
+                        st.problems[f"cannot deserialize {msgtype}: {type(exc).__name__}"] += 1
                         continue
                     now = time.perf_counter()
                     self.time_truth += now - t
-                    yield TRUTH, conn.topic, log_ns, msg
+                    yield TRUTH, topic, log_ns, msg
                 t = time.perf_counter()
-        finally:
-            reader.close()
+            self.damage = source.damage
+        for st in self.stats.values():              # held by the bag, never read: counted
+            unread = st.in_bag - st.messages
+            if unread > 0:
+                st.problems[UNREADABLE] += unread
 
     def state(self) -> dict:
         """What reading changed (counts, problems, times): to hand over from another process."""
         return {"stats": self.stats, "router_problems": self.router.problems, "start_ns": self.start_ns,
-                "end_ns": self.end_ns, "time_sensors": self.time_sensors, "time_truth": self.time_truth}
+                "end_ns": self.end_ns, "time_sensors": self.time_sensors, "time_truth": self.time_truth,
+                "damage": self.damage}
 
     def restore(self, state: dict) -> None:
         """Take over :meth:`state` of the same bag read by another BagInput."""
@@ -212,6 +209,7 @@ class BagInput:
         self.router.problems = state["router_problems"]
         self.start_ns, self.end_ns = state["start_ns"], state["end_ns"]
         self.time_sensors, self.time_truth = state["time_sensors"], state["time_truth"]
+        self.damage = state["damage"]
 
     def problems(self) -> dict[str, dict[str, int]]:
         """{topic: {reason: messages}} of every topic with problems (decoding included)."""

@@ -48,7 +48,8 @@ class Comparison:
 def _rmse(err: np.ndarray, used: np.ndarray) -> float | None:
     x = err[used]
     x = x[np.isfinite(x)]
-    return float(np.sqrt(np.mean(x * x))) if x.size else None
+    with np.errstate(over="ignore"):        # a damaged truth message can hold 1e300
+        return float(np.sqrt(np.mean(x * x))) if x.size else None
 
 
 def era_starts(est: EstimateSeries) -> np.ndarray:

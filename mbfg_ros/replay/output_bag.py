@@ -12,7 +12,8 @@ from pathlib import Path
 
 from mbfg_ros.estimation.outputs import Estimate, Forces
 from mbfg_ros.io.bag_writer import BagWriter
-from mbfg_ros.io.estimate_messages import OutputNames, estimate_messages, output_topics, tf_message
+from mbfg_ros.io.estimate_messages import (OutputNames, estimate_messages, output_topics,
+                                          static_tf_message, tf_message)
 from mbfg_ros.io.simulation_messages import BagMessage
 from mbfg_ros.model.mechanism import Mechanism
 
@@ -47,7 +48,7 @@ class OutputBag:
         if not self._static_done:
             self._static_done = True
             w.write(BagMessage("/tf_static", "tf2_msgs/msg/TFMessage", stamp_ns,
-                               tf_message(self.mech, self.data, e.q, stamp_ns, self.names, fixed=True)))
+                               static_tf_message(self.mech, stamp_ns, self.names)))
         if e.covariance is not None and not self.covariance:
             e = replace(e, covariance=None)        # computed for the plots, not asked for here
         for topic, msgtype, msg in estimate_messages(self.mech, e, forces, stamp_ns, self.names):

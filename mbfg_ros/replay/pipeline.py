@@ -18,11 +18,13 @@ import multiprocessing as mp
 import pickle
 import queue
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Iterator
 
 from mbfg_ros.errors import MbfgError
+from mbfg_ros.termination import terminate_as_interrupt
 
 BATCH = 256                 # records or estimates per message between processes
 QUEUE_DEPTH = 64            # batches in flight (bounds memory; the fast side waits)
@@ -42,9 +44,19 @@ def _describe(exc: BaseException) -> str:
     return str(exc) if isinstance(exc, MbfgError) else f"{type(exc).__name__}: {exc}"
 
 
+def _end(proc) -> None:
+    """Stop a process that did not exit: SIGTERM, then SIGKILL."""
+    proc.terminate()
+    proc.join(timeout=2.0)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
+
+
 # --------------------------------------------------------------------------------------------
 # reading
 def _read_worker(out: mp.Queue, bag: str, config: str, remap: dict, truth: bool) -> None:
+    terminate_as_interrupt()
     try:
         from mbfg_ros.model.mechanism import load_mechanism
         from mbfg_ros.replay.bag_input import SENSOR, BagInput
@@ -70,9 +82,11 @@ def _read_worker(out: mp.Queue, bag: str, config: str, remap: dict, truth: bool)
         out.put(_pack(("end", inp.state(), collector.state() if collector is not None else None,
                        time.process_time())))
     except KeyboardInterrupt:
-        pass
+        out.cancel_join_thread()           # nobody reads the queue any more: exit without waiting
     except BaseException as exc:          # noqa: BLE001 - reported to the main process
         out.put(_pack(("error", _describe(exc))))
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)     # the main process may terminate() us
 
 
 class ReaderProcess:
@@ -128,8 +142,7 @@ class ReaderProcess:
         if self.proc is not None:
             self.proc.join(timeout=2.0)
             if self.proc.is_alive():
-                self.proc.terminate()
-                self.proc.join()
+                _end(self.proc)
             self.proc = None
 
 
@@ -141,6 +154,7 @@ class _Abort(Exception):
 
 def _write_worker(inbox: mp.Queue, results: mp.Queue, path: str, config: str, names, covariance: bool,
                   storage: str, overwrite: bool, custom_data: dict) -> None:
+    terminate_as_interrupt()           # SIGTERM to the process group: abort and remove, like Ctrl-C
     try:
         from mbfg_ros.io import messages as msgs
         from mbfg_ros.io.estimate_messages import DIAGNOSTIC_ARRAY
@@ -171,6 +185,8 @@ def _write_worker(inbox: mp.Queue, results: mp.Queue, path: str, config: str, na
         results.put(("aborted", None, (0.0, 0.0)))
     except BaseException as exc:          # noqa: BLE001 - reported to the main process
         results.put(("error", _describe(exc), (0.0, 0.0)))
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)     # the main process may terminate() us
 
 
 class WriterProcess:
@@ -267,8 +283,7 @@ class WriterProcess:
         if self.proc is not None:
             self.proc.join(timeout=5.0)
             if self.proc.is_alive():
-                self.proc.terminate()
-                self.proc.join()
+                _end(self.proc)
             self.proc = None
 
     def summary(self) -> dict:

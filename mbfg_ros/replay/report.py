@@ -6,9 +6,11 @@ JSON keys: ``bag``, ``config``, ``rig``, ``duration`` (s of sensor time), ``keyf
 and ``estimator_cpu_realtime_factor`` (the same per CPU second: less sensitive to a busy
 machine), ``wall_time``, ``cpu_time`` (all processes), ``timings`` (s per stage), ``eras`` (stamp spans between time jumps), ``topics`` (per topic: type, messages, per-sensor
 counts, problems, readings out of stamp order), ``counts`` (per sensor: received, used, late,
-too_old, rejected, rejected_nonfinite, rejected_duplicate, downweighted, unaccounted = received
-minus every outcome, rate), ``problems``
-(per topic: reason -> messages), ``missing_topics``, ``time_jumps``, ``health`` (keyframes,
+too_old, rejected, rejected_nonfinite, rejected_duplicate, downweighted, discarded, unaccounted =
+received minus every outcome, rate; and dropped before the estimator by the time-jump rules:
+rejected_stamp, stale, too_old_lagging), ``problems`` (per topic: reason -> messages, including
+the messages a damaged bag held but that could not be read), ``damage`` (regions: where a bag
+is damaged; truncated; unknown_loss), ``missing_topics``, ``time_jumps``, ``health`` (keyframes,
 recoveries, resets, last ones, relinearizations, latency_ms mean/p99/max), ``truth``, ``skip``,
 ``rmse`` ({joint: {position, velocity, acceleration[, effort]}}), ``rmse_forces`` ({closure:
 {force_x .. torque_z}}, {load cell: {reading}}), ``residuals`` (per sensor), ``output``.
@@ -44,11 +46,17 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         for s in st.sensors:
             sensor_topic[s] = topic
     for name, c in res.counts.items():
+        dropped = res.jumps.by_sensor.get(name, {})
         counts[name] = {"topic": sensor_topic.get(name), "received": c.received, "used": c.used,
                         "late": c.late, "too_old": c.too_old, "rejected": c.rejected,
                         "rejected_nonfinite": c.rejected_nonfinite,
                         "rejected_duplicate": c.rejected_duplicate, "downweighted": c.downweighted,
-                        "unaccounted": c.received - c.used - c.late - c.too_old - c.rejected - c.pending,
+                        "discarded": c.discarded,
+                        # dropped before the estimator by the time-jump rules (not in received)
+                        "rejected_stamp": dropped.get("rejected", 0), "stale": dropped.get("stale", 0),
+                        "too_old_lagging": dropped.get("too_old", 0),
+                        "unaccounted": (c.received - c.used - c.late - c.too_old - c.rejected
+                                        - c.discarded - c.pending),
                         "rate": _num(c.rate())}
     problems = inp.problems()
     topics = {}
@@ -59,13 +67,14 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
             entry.update({"config_topic": st.config_topic, "expected_types": list(st.expected),
                           "sensors": list(st.sensors), "readings": st.readings,
                           "out_of_order": res.order.out_of_order.get(topic, 0),
-                          "stale": res.jumps.stale.get(topic, 0)})
+                          "stale": res.jumps.stale.get(topic, 0),
+                          "rejected_stamp": res.jumps.rejected.get(topic, 0)})
             for key in ("used", "late", "too_old", "rejected", "downweighted"):
                 entry[key] = sum(counts[s][key] for s in st.sensors if s in counts)
             entry["too_old"] += res.jumps.too_old.get(topic, 0)    # a sensor lagging the others
         topics[topic] = entry
     h = res.health
-    mean, p99, mx = h.latency()
+    mean, p99, mx = h.latency(whole_run=True)
     out = {
         "bag": str(res.bag), "config": str(mech.config.source or ""), "rig": mech.config.name,
         "lagged": res.options.lagged, "covariance": res.options.covariance,
@@ -81,6 +90,8 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         "reorder_window": res.reorder_window,
         "topics": topics, "counts": counts, "problems": problems,
         "missing_topics": [s.topic for s in inp.missing],
+        "damage": {"regions": list(inp.damage.regions), "truncated": inp.damage.truncated,
+                   "unknown_loss": inp.damage.unknown_loss},
         "time_jumps": [{"topic": j.topic, "sensor": j.sensor, "direction": j.direction,
                         "from": (j.from_ns - res.epoch_ns) / 1e9, "to": (j.to_ns - res.epoch_ns) / 1e9,
                         "reason": j.reason} for j in res.jumps.jumps],
@@ -156,6 +167,14 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
         st = res.input.stats[topic]
         lines.append(f"Missing: {topic} ({', '.join(st.sensors)}) is not in the bag; the estimator ran without it"
                      + (f" (config topic {st.config_topic})" if st.config_topic != topic else ""))
+    damage = f["damage"]
+    for region in damage["regions"][:10]:
+        lines.append(f"Damaged bag: {region}")
+    if len(damage["regions"]) > 10:
+        lines.append(f"Damaged bag: ... and {len(damage['regions']) - 10} more damaged places")
+    if damage["unknown_loss"]:
+        lines.append("Damaged bag: it ends early and states no message counts: how many messages "
+                     "followed the end is unknown")
     for topic, reasons in f["problems"].items():
         for reason, n in reasons.items():
             lines.append(f"Problem: {topic}: {n} message{'s' if n != 1 else ''}: {reason}")
@@ -167,6 +186,11 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
         lines.append(f"Time jump: {j['topic']}: {j['reason']} (from {j['from']:.3f} s to {j['to']:.3f} s): "
                      "the estimator finished what it had and was reset")
     for topic, e in f["topics"].items():
+        if e.get("rejected_stamp"):
+            lines.append(f"Rejected stamps: {topic}: {e['rejected_stamp']} readings stamped out of line "
+                         "with the rest (an isolated stamp back or ahead that did not persist; not a "
+                         "time jump, the estimator went on)")
+    for topic, e in f["topics"].items():
         if e.get("stale"):
             lines.append(f"Stale: {topic}: {e['stale']} readings dropped after a time jump, until the sensor's "
                          "stamps fitted the new time")
@@ -177,7 +201,10 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
             lines.append(f"Rejected: {name}: {c['rejected_duplicate']} readings with a duplicate stamp")
         if c["unaccounted"]:
             lines.append(f"Unaccounted: {name}: {c['unaccounted']} readings the estimator received but neither "
-                         "used nor counted as late, too old or rejected (dropped by a reset or recovery)")
+                         "used nor counted as late, too old, rejected or discarded")
+        if c["discarded"]:
+            lines.append(f"Discarded: {name}: {c['discarded']} readings queued when a reset or a failed "
+                         "recovery restarted the estimator")
     h = f["health"]
     lat = h["latency_ms"]
     lines.append(f"Estimator: {h['keyframes']} keyframes, {h['recoveries']} recoveries, {h['resets']} resets, "

@@ -27,7 +27,8 @@ from mbfg_ros.errors import MbfgError
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.outputs import Estimate, Health, SensorCounts
 from mbfg_ros.io.estimate_messages import OK, WARN, OutputNames, diagnostics_message
-from mbfg_ros.io.sensor_inputs import Reading
+from mbfg_ros.io.sensor_inputs import InputRouter, Reading
+from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import SENSOR, BagInput
 from mbfg_ros.replay.estimate_log import EstimateLog, EstimateSeries
@@ -170,7 +171,10 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     truth = TruthCollector(mech) if opt.truth else None
     log = EstimateLog(mech)
     samples = SampleLog()
-    node_name = opt.names.namespace.rstrip("/").rsplit("/", 1)[-1] or "mbfg_estimator"
+    node_name = opt.names.namespace      # the node's fully qualified name, as the node's own
+    # the bag's topic of each config topic (resolved at the root, then --remap)
+    bag_topic_names = {t: opt.remap.get(resolve_topic(t), resolve_topic(t))
+                       for t in InputRouter(mech).topics}
     parallel = use_processes(opt, mech, inp)
     reader = ReaderProcess(inp, truth, mech.config.source) if parallel else None
     out = None
@@ -220,7 +224,8 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                     now = est.estimate().stamp if est.estimate() is not None else e.stamp
                     out.write_diagnostics(diagnostics_message(
                         mech, est, now, stamp_ns, node_name,
-                        extra=[_replay_status(inp, problems_now(), order, jumps, e.stamp)]), stamp_ns)
+                        extra=[_replay_status(inp, problems_now(), order, jumps, e.stamp)],
+                        topic_names=bag_topic_names), stamp_ns)
             t2 = perf()
             clock["forces"] += t1 - t0
             clock["outputs"] += t2 - t1
@@ -253,8 +258,8 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             for kind, topic, log_ns, payload in (reader.records() if reader else inp.records()):
                 if kind == SENSOR:
                     for reading in payload:
-                        verdict = jumps.check(topic, reading.sensor, reading.stamp_ns)
-                        if verdict in ("stale", "too_old"):
+                        verdict = jumps.check(topic, reading.sensor, reading.stamp_ns, (topic, reading))
+                        if verdict in ("stale", "too_old", "held"):
                             continue
                         if verdict == "jump":
                             finish_era()
@@ -264,8 +269,10 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                                 eras.append((state["first"], state["last"]))
                             state.update(first=math.inf, last=-math.inf, era=state["era"] + 1,
                                          next_diag=-math.inf)
-                        for _, r in order.push(topic, reading):
-                            feed(r)
+                        # readings held until their new time persisted go first
+                        for held_topic, held in (*jumps.released(), (topic, reading)):
+                            for _, r in order.push(held_topic, held):
+                                feed(r)
                     emit()
                 else:
                     t0 = perf()
@@ -318,7 +325,8 @@ def _replay_status(inp: BagInput, problems_now: dict, order: StampOrder, jumps: 
                     f"missing topics: {', '.join(s.topic for s in inp.missing)}" if inp.missing else "") if m)
     return ("replay", level, message, {"bag": str(inp.path), "bag_time": stamp,
                                        "out_of_order_readings": late,
-                                       "stale_readings": sum(jumps.stale.values())})
+                                       "stale_readings": sum(jumps.stale.values()),
+                                       "rejected_stamp": sum(jumps.rejected.values())})
 
 
 def _nothing_estimated(inp: BagInput, est: Estimator) -> str:

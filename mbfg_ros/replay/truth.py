@@ -1,7 +1,7 @@
 """The simulator's ground truth read back from a bag, as time series that can be interpolated.
 
 Topics (see :mod:`mbfg_ros.io.simulation_messages`), under the config's truth namespace:
-``joint_states`` (q, v, actuator effort of every joint), ``joint_accelerations`` (a),
+``joint_states`` (q, v, actuator effort of every joint), ``dynamic_joint_states`` (a),
 ``forces/<closure>`` (the closure's reaction on frame_b's body, in frame_b, N and N m) and
 ``forces/<load cell>`` (the cell's reading times its axis; read back as axis . force or
 torque). Times are seconds relative to the replay's epoch. Each topic keeps its own time
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mbfg_ros.io.messages import time_to_ns
+from mbfg_ros.io.messages import joint_values, time_to_ns
 from mbfg_ros.io.simulation_messages import truth_topics
 from mbfg_ros.model.mechanism import Mechanism
 
@@ -63,7 +63,7 @@ class TruthCollector:
         ns = (mech.config.truth_namespace or "/truth").rstrip("/")
         self.topics = truth_topics(mech)
         self.js_topic = ns + "/joint_states"
-        self.acc_topic = ns + "/joint_accelerations"
+        self.acc_topic = ns + "/dynamic_joint_states"
         self.closure_topics = {ns + f"/forces/{c}": c for c in mech.closure_names}
         self.cell_topics = {ns + f"/forces/{c.config.name}": k for k, c in enumerate(mech.load_cells)}
         self._data: dict[str, tuple[list[int], list]] = {t: ([], []) for t in self.topics}
@@ -91,11 +91,11 @@ class TruthCollector:
             ys.append((np.asarray(msg.position, float)[idx], np.asarray(msg.velocity, float)[idx],
                        eff[idx] if eff.size else np.zeros(idx.size)))
         elif topic == self.acc_topic:
-            idx = self._columns(msg.joint_names)
-            if idx is None or not msg.points:
+            a = joint_values(msg, "acceleration", self.mech.joint_names)
+            if a is None:
                 self.unmatched += 1
                 return
-            ys.append(np.asarray(msg.points[0].accelerations, float)[idx])
+            ys.append(a)
         elif topic in self.closure_topics:
             f, t = msg.wrench.force, msg.wrench.torque
             ys.append((f.x, f.y, f.z, t.x, t.y, t.z))

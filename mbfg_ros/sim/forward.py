@@ -249,6 +249,7 @@ class ForwardSimulator:
         self._nfev = 0
         self._steps = 0
         self._drift = 0.0
+        self._forgotten = 0              # segments dropped by forget_before
         s0 = self._dyn.singular_values(q0)
         self._rank = int(np.sum(s0 > 1e-9 * s0[0])) if s0.size and s0[0] > 0 else 0
         self._breaks = sorted(b for b in self.inputs.breakpoints() if b > 0.0)
@@ -355,8 +356,19 @@ class ForwardSimulator:
         """(q, v, a, lam, tau, u, residual) at ``times`` within the integrated span."""
         return self._eval.evaluate(times)
 
+    def forget_before(self, t: float) -> None:
+        """Drop the dense output of the segments that end before ``t`` (s): a simulator run
+        for hours (the live rig) would otherwise keep every segment; the truth before ``t``
+        can no longer be evaluated. The statistics keep counting them."""
+        segments = self._eval.segments
+        keep = next((i for i, seg in enumerate(segments) if seg.t1 >= t), len(segments) - 1)
+        if keep > 0:
+            self._forgotten += keep
+            del segments[:keep]
+
     def stats(self, wall_time: float) -> IntegrationStats:
-        return IntegrationStats(self._nfev, self._steps, len(self._eval.segments), self._drift, wall_time)
+        return IntegrationStats(self._nfev, self._steps, self._forgotten + len(self._eval.segments),
+                                self._drift, wall_time)
 
 
 def output_grid(duration: float, rate: float) -> np.ndarray:

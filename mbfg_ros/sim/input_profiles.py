@@ -31,6 +31,7 @@ class InputProfile:
         self.known = np.array([mech.index[j] for j in mech.known_input_joints], dtype=int)
         self.n_u = mech.n_u
         self.profile = scenario.input_profile if scenario.input_amplitude != 0.0 else "none"
+        self.offset = float(scenario.input_offset)
         self.amplitude = float(scenario.input_amplitude)
         self.frequency = float(scenario.input_frequency)
         self.start = float(scenario.input_start)
@@ -49,7 +50,7 @@ class InputProfile:
     @property
     def active(self) -> bool:
         """True when some joint gets a nonzero effort."""
-        return self.profile != "none" and (len(self.known) + self.n_u) > 0
+        return (self.profile != "none" or self.offset != 0.0) and (len(self.known) + self.n_u) > 0
 
     def breakpoints(self) -> list[float]:
         """Times where the effort or its derivative jumps (the integrator restarts there)."""
@@ -62,13 +63,14 @@ class InputProfile:
         if not self.active:
             return out
         on = t >= self.start
+        out[on] = self.offset
         if self.profile == "step":
-            out[on] = self.amplitude
+            out[on] += self.amplitude
         elif self.profile == "sine":
-            out[on] = (self.amplitude * np.sin(2 * math.pi * self.frequency * (t[on] - self.start)))[:, None]
-        else:
+            out[on] += (self.amplitude * np.sin(2 * math.pi * self.frequency * (t[on] - self.start)))[:, None]
+        elif self.profile == "random":
             for c, spline in enumerate(self._splines):
-                out[on, c] = spline(t[on])
+                out[on, c] += spline(t[on])
         return out
 
     def efforts(self, times) -> tuple[np.ndarray, np.ndarray]:

@@ -46,6 +46,8 @@ class Scenario:
         input_frequency: Hz: sine frequency; for random, the knot rate of the smooth random
             signal (its bandwidth).
         input_start: s: the input is zero before this time.
+        input_offset: N m (N): a constant effort added to the profile from ``input_start`` (a
+            motor's mean torque under a periodic ripple: ``sine`` with an offset).
         friction: use the config's joint friction in the truth (False: frictionless truth).
         seed: seed of the random input profile.
     """
@@ -59,6 +61,7 @@ class Scenario:
     input_amplitude: float = 1.0
     input_frequency: float = 0.5
     input_start: float = 1.0
+    input_offset: float = 0.0
     friction: bool = True
     seed: int = 0
 
@@ -69,6 +72,8 @@ class Scenario:
         if self.input_profile not in INPUT_PROFILES:
             raise MbfgError(f"unknown input profile {self.input_profile!r} "
                             f"(known: {', '.join(INPUT_PROFILES)})")
+        if not math.isfinite(self.input_offset):
+            raise MbfgError(f"input_offset must be a finite effort (value: {self.input_offset!r})")
         if self.input_profile in ("sine", "random") and not self.input_frequency > 0:
             raise MbfgError(f"input_frequency must be positive for the {self.input_profile} "
                             f"profile (value: {self.input_frequency!r})")
@@ -88,6 +93,7 @@ class Scenario:
             else list(self.initial_dof_velocity),
             "input_profile": self.input_profile, "input_amplitude": self.input_amplitude,
             "input_frequency": self.input_frequency, "input_start": self.input_start,
+            "input_offset": self.input_offset,
             "friction": self.friction, "seed": self.seed,
         }
 

@@ -146,11 +146,12 @@ class SensorSeries:
 
 
 def load_cell_frame(mech: Mechanism, k: int) -> str:
-    """Frame name of load cell k's axis: its ``frame``, else the closure's frame_b, else the
-    joint's child link (joint and actuator cells)."""
+    """Frame name of load cell k's axis (the frame_id of its messages, a TF frame): its
+    ``frame``, else the closure's frame_b, else the joint's child link (joint and actuator
+    cells); a joint named as the frame is its child link."""
     cell = mech.load_cells[k]
     if cell.config.frame:
-        return cell.config.frame
+        return mech.tf_frame(cell.config.frame)
     if cell.config.measures == "closure":
         return mech.closure_configs[cell.closure].frame_b
     child = {j.name: j.child for j in mech.urdf.joints}

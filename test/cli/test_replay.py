@@ -9,7 +9,8 @@ import pytest
 from conftest import CONFIG
 from support.replay_bags import simulated_bag
 from mbfg_ros.cli.main import main
-from mbfg_ros.io.bag_reader import bag_topics
+from mbfg_ros.io import messages as msgs
+from mbfg_ros.io.bag_reader import bag_topics, read_bag
 
 FOUR_BAR = str(CONFIG / "four_bar.yaml")
 
@@ -59,7 +60,11 @@ def test_summary_json_and_exit_status(full_run):
 def test_output_bag_with_covariance_topics(full_run):
     _, _, out, _, _, facts = full_run
     topics = bag_topics(out)
-    assert topics["/mbfg_estimator/dof_std"]["count"] == 401
+    assert topics["/mbfg_estimator/dynamic_joint_states"]["count"] == 401
+    first = next(iter(read_bag(out, topics=["/mbfg_estimator/dynamic_joint_states"]))).msg
+    var = msgs.joint_values(first, "position_variance", ["crank_joint"])
+    assert var is not None and 0 < var[0] < 1.0                  # rad^2, the DOF's own variance
+    assert msgs.joint_values(first, "position_variance", ["coupler_joint"]) is None   # not a DOF
     assert topics["/mbfg_estimator/dof_covariance"]["type"] == "std_msgs/msg/Float64MultiArray"
     assert facts["output"]["topics"] == topics
 
@@ -107,3 +112,34 @@ def test_bad_input_gives_one_line(tmp_path, bag, capsys):
     assert "--json" in run_error(capsys, str(bag), "--config", FOUR_BAR, "--json", str(tmp_path))
     msg = run_error(capsys, str(bag), "--config", str(CONFIG / "four_bar_gyro.yaml"))
     assert "none of the sensor topics" in msg and "/coupler/imu" in msg and "/encoders" in msg and "--remap" in msg
+
+
+@pytest.mark.parametrize("parallel", ["off", pytest.param("on", marks=pytest.mark.slow)])
+def test_sigterm_during_replay_out_leaves_no_half_written_bag(tmp_path_factory, parallel):
+    """Audit case 6: SIGTERM (a job runner's kill) while --out is written used to leave an .mcap
+    without metadata.yaml; now it is handled like Ctrl-C: the partial output is removed (or,
+    if the signal came after the bag was closed, the bag is complete)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    tmp = tmp_path_factory.mktemp(f"sigterm_{parallel}")
+    bag = simulated_bag(tmp / "long", "four_bar", 8.0)
+    out = tmp / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "mbfg_ros.cli.main", "replay", str(bag), "--config",
+                             FOUR_BAR, "--out", str(out), "--no-progress", "--no-truth",
+                             "--parallel", parallel], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    end = time.monotonic() + 120
+    while not (out.is_dir() and any(out.glob("*.mcap"))):      # the writer is writing
+        assert proc.poll() is None and time.monotonic() < end, proc.communicate()
+        time.sleep(0.01)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert "Traceback" not in stderr, stderr
+    if proc.returncode == 0:                      # it had finished: the bag must be complete
+        assert (out / "metadata.yaml").is_file() and bag_topics(out)
+    else:
+        assert proc.returncode == 143 and "terminated (SIGTERM)" in stderr, (proc.returncode, stderr)
+        assert not out.exists(), sorted(p.name for p in out.iterdir())

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import CONFIG
 from mbfg_ros.cli.main import main
+from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.bag_reader import bag_topics, read_bag
 
 
@@ -20,7 +21,7 @@ def test_four_bar_bag_has_the_default_rates(tmp_path, capsys):
     topics = bag_topics(out)
     assert topics["/encoders"] == {"type": "sensor_msgs/msg/JointState", "count": 10000}
     assert topics["/rocker_pin/wrench"] == {"type": "geometry_msgs/msg/WrenchStamped", "count": 2000}
-    for t in ("/truth/joint_states", "/truth/joint_accelerations", "/truth/forces/coupler_rocker",
+    for t in ("/truth/joint_states", "/truth/dynamic_joint_states", "/truth/forces/coupler_rocker",
               "/truth/forces/rocker_pin_load"):
         assert topics[t]["count"] == 2000
     facts = json.loads(js.read_text())
@@ -51,8 +52,8 @@ def _contents(path):
             vals = [m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z]
         elif r.msgtype == "geometry_msgs/msg/WrenchStamped":
             vals = [m.wrench.force.x, m.wrench.force.y, m.wrench.force.z]
-        elif r.msgtype == "trajectory_msgs/msg/JointTrajectory":
-            vals = m.points[0].accelerations
+        elif r.msgtype == "control_msgs/msg/DynamicJointState":
+            vals = msgs.joint_values(m, "acceleration", m.joint_names)
         out.append((r.topic, r.log_time_ns, tuple(np.asarray(vals, float).tolist())))
     return out
 
@@ -99,7 +100,7 @@ def test_overwrite(tmp_path, capsys):
     (["--duration", "0"], "--duration: must be a positive number of seconds (value: 0)"),
     (["--duration", "-2"], "--duration: must be a positive number of seconds (value: -2)"),
     (["--truth-rate", "0"], "--truth-rate: must be a positive number of Hz (value: 0)"),
-    (["--mass-error", "crank_link=1.1"], "--mass-error: unknown link 'crank_link' (known: world, crank, coupler, rocker)"),
+    (["--mass-error", "crank_link=1.1"], "--mass-error: unknown link 'crank_link' (known: world, motion_plane, crank, coupler, rocker)"),
     (["--length-error", "crank_joint=-1"], "--length-error: crank_joint must be a positive factor (value: -1)"),
     (["--dropout", "1.5"], "--dropout: must be a probability in [0, 1) (value: 1.5)"),
     (["--jitter", "-0.001"], "--jitter: must be >= 0 s (value: -0.001)"),

@@ -35,7 +35,7 @@ def test_four_bar_bag_round_trip(tmp_path, storage):
     assert topics["/encoders"] == {"type": "sensor_msgs/msg/JointState", "count": 10000}
     assert topics["/rocker_pin/wrench"] == {"type": "geometry_msgs/msg/WrenchStamped", "count": 2000}
     assert topics["/truth/joint_states"] == {"type": "sensor_msgs/msg/JointState", "count": 2000}
-    assert topics["/truth/joint_accelerations"] == {"type": "trajectory_msgs/msg/JointTrajectory", "count": 2000}
+    assert topics["/truth/dynamic_joint_states"] == {"type": "control_msgs/msg/DynamicJointState", "count": 2000}
     assert topics["/truth/forces/coupler_rocker"]["type"] == "geometry_msgs/msg/WrenchStamped"
     assert topics["/truth/forces/rocker_pin_load"]["type"] == "geometry_msgs/msg/WrenchStamped"
     assert bag_epoch(out) == 1.7e9
@@ -59,9 +59,12 @@ def test_four_bar_bag_round_trip(tmp_path, storage):
     np.testing.assert_array_equal(js[7].msg.position, truth.q[7])
     np.testing.assert_array_equal(js[7].msg.velocity, truth.v[7])
     assert js[7].log_time_ns == msgs.time_to_ns(js[7].msg.header.stamp) == EPOCH_NS + 35_000_000
-    acc = next(iter(read_bag(out, topics=["/truth/joint_accelerations"]))).msg
-    assert acc.joint_names == tr.mechanism.joint_names and len(acc.points) == 1
-    np.testing.assert_array_equal(acc.points[0].accelerations, truth.a[0])
+    acc = next(iter(read_bag(out, topics=["/truth/dynamic_joint_states"]))).msg
+    assert acc.joint_names == tr.mechanism.joint_names
+    assert [list(iv.interface_names) for iv in acc.interface_values] == \
+        [["position", "velocity", "acceleration", "effort"]] * len(acc.joint_names)
+    np.testing.assert_array_equal(msgs.joint_values(acc, "acceleration", acc.joint_names), truth.a[0])
+    np.testing.assert_array_equal(msgs.joint_values(acc, "position", acc.joint_names), truth.q[0])
     force = list(read_bag(out, topics=["/truth/forces/coupler_rocker"]))[3].msg
     assert force.header.frame_id == "rocker_tip"
     np.testing.assert_array_equal([force.wrench.force.x, force.wrench.force.y, force.wrench.force.z],
@@ -156,3 +159,25 @@ def test_bag_writer_counts_and_refuses_a_second_type_on_a_topic(tmp_path):
 def test_reading_a_missing_bag_is_a_clear_error(tmp_path):
     with pytest.raises(MbfgError, match="no such bag"):
         list(read_bag(tmp_path / "nothing"))
+
+
+def test_control_msgs_definitions_are_the_upstream_ones_built_for_the_pip_environment():
+    """The rosbags types of control_msgs and the rclpy ones built from tools/control_msgs come
+    from one definition (comments aside), and a message crosses between them (CDR) unchanged."""
+    from pathlib import Path
+    from rclpy.serialization import deserialize_message, serialize_message
+    from control_msgs.msg import DynamicJointState
+    tools = Path(__file__).resolve().parents[2] / "tools" / "control_msgs" / "msg"
+    for name, text in msgs.CONTROL_MSGS_DEFINITIONS.items():
+        upstream = (tools / (name.rsplit("/", 1)[1] + ".msg")).read_text()
+        fields = [ln for ln in upstream.splitlines() if ln.strip() and not ln.startswith("#")]
+        assert fields == text.splitlines()
+    m = msgs.dynamic_joint_state(1_700_000_000_123_000_000, ["a", "b"],
+                                 {"position": [1.0, 2.0], "acceleration": [3.0, 4.0]},
+                                 {"position_variance": {"b": 0.5}})
+    ros = deserialize_message(bytes(msgs.serialize(m)), DynamicJointState)
+    assert list(ros.joint_names) == ["a", "b"] and ros.header.stamp.nanosec == 123_000_000
+    assert list(ros.interface_values[1].interface_names) == ["position", "acceleration", "position_variance"]
+    back = msgs.typestore().deserialize_cdr(serialize_message(ros), msgs.DYNAMIC_JOINT_STATE)
+    np.testing.assert_array_equal(msgs.joint_values(back, "acceleration", ["b", "a"]), [4.0, 3.0])
+    assert msgs.joint_values(back, "position_variance", ["a"]) is None

@@ -1,6 +1,8 @@
 """TimeJumps: the time-jump and lagging-sensor rules of the ROS node and of replay."""
 from __future__ import annotations
 
+from collections import Counter
+
 from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
 
 MS = 1_000_000
@@ -10,40 +12,111 @@ def at(ms: float) -> int:
     return int(round(ms * MS))
 
 
+def steady(j: TimeJumps, until_ms: int, topics=(("/e", "enc", 1), ("/c", "cell", 5)), start_ms: int = 0):
+    """Every topic at its period (ms) from start to until, interleaved; all must be ok."""
+    for ms in range(start_ms, until_ms):
+        for topic, sensor, period in topics:
+            if ms % period == 0:
+                assert j.check(topic, sensor, at(ms), (sensor, ms)) == "ok", (sensor, ms)
+
+
 def test_steady_interleaved_stamps_are_ok_even_slightly_out_of_order():
     j = TimeJumps()
     verdicts = [j.check("/e", "enc", at(ms)) for ms in range(100)]
     verdicts += [j.check("/c", "cell", at(ms)) for ms in range(0, 100, 5)]     # late but in the era
     verdicts.append(j.check("/e", "enc", at(99 - 50)))                          # 50 ms back: jitter
-    assert set(verdicts) == {"ok"} and not j.jumps and not j.stale
+    assert set(verdicts) == {"ok"} and not j.jumps and not j.stale and not j.rejected
 
 
-def test_a_loop_is_a_backward_jump_and_the_other_sensors_are_stale_until_they_catch_up():
+def test_a_loop_is_a_jump_once_a_second_topic_confirms_it_and_nothing_is_lost():
     j = TimeJumps()
-    for ms in range(0, 3000, 5):
-        j.check("/e", "enc", at(ms))
-        j.check("/c", "cell", at(ms))
-    assert j.check("/e", "enc", at(0)) == "jump"
+    steady(j, 3000)
+    assert j.check("/e", "enc", at(0), ("enc", 0)) == "held"          # one reading: not yet
+    assert j.held == 1 and not j.jumps
+    assert j.check("/c", "cell", at(0), ("cell", 0)) == "jump"        # the cell went back too
+    assert j.released() == [("enc", 0)] and j.released() == []        # fed before the cell's
     jump = j.jumps[0]
-    assert (jump.direction, jump.from_ns, jump.to_ns, jump.sensor) == ("backwards", 2995 * MS, 0, "enc")
-    assert "backwards by 2.995 s on enc" in jump.reason
-    assert j.check("/c", "cell", at(2995 + 5)) == "stale"       # left over from before the loop
-    assert j.check("/c", "cell", at(5)) == "ok"                 # fits the new time
-    assert j.check("/c", "cell", at(3000)) == "jump"            # now a new jump of its own
-    assert j.stale == {"/c": 1}
+    assert (jump.direction, jump.from_ns, jump.to_ns, jump.sensor) == ("backwards", 2999 * MS, 0, "enc")
+    assert "backwards by 2.999 s on enc" in jump.reason
+    steady(j, 100, start_ms=1)                                         # the new era goes on
+    assert not j.stale and not j.rejected and j.held == 0
 
 
-def test_a_stamp_beyond_the_gap_is_a_forward_jump_and_going_back_another():
+def test_a_loop_on_one_topic_is_confirmed_by_three_readings_then_the_others_are_stale():
+    j = TimeJumps()
+    steady(j, 3000)
+    assert [j.check("/e", "enc", at(ms), ms) for ms in (0, 1, 2)] == ["held", "held", "jump"]
+    assert j.released() == [0, 1]
+    assert j.check("/c", "cell", at(2995 + 5)) == "stale"             # left over from before the loop
+    assert j.check("/c", "cell", at(5)) == "ok"                       # fits the new time
+    assert j.stale == {"/c": 1} and not j.rejected
+
+
+def test_an_isolated_stamp_back_is_rejected_and_counted_not_a_jump():
+    """Case 12 of the audit: one encoder stamp 0.5 s back used to reset the estimator."""
+    j = TimeJumps()
+    steady(j, 1000)
+    assert j.check("/e", "enc", at(500), "bad") == "held"
+    assert j.check("/c", "cell", at(1000)) == "ok"                    # the others go on
+    assert j.check("/e", "enc", at(1000)) == "ok"                     # back in line: rejected
+    assert j.released() == [] and not j.jumps
+    assert j.rejected == {"/e": 1} and j.by_sensor["enc"]["rejected"] == 1 and j.held == 0
+    steady(j, 1100, start_ms=1001)
+
+
+def test_an_isolated_future_stamp_is_rejected_and_a_persistent_one_is_a_jump():
     j = TimeJumps(max_time_gap=2.0)
-    for ms in range(0, 1000, 5):
-        assert j.check("/e", "enc", at(ms)) == "ok" and j.check("/c", "cell", at(ms)) == "ok"
-    assert j.check("/e", "enc", at(1000 + 1_000_000)) == "jump"          # a corrupt stamp
-    assert j.check("/c", "cell", at(1000)) == "stale"
-    assert j.check("/e", "enc", at(1000)) == "jump"
-    assert [x.direction for x in j.jumps] == ["forwards", "backwards"]
+    steady(j, 1000)
+    assert j.check("/e", "enc", at(1000 + 1_000_000)) == "held"       # a corrupt stamp
+    assert j.check("/e", "enc", at(1000)) == "ok"
+    assert j.rejected == {"/e": 1} and not j.jumps
+    # the rig's clock really moved 1000 s ahead: both topics confirm it
+    assert j.check("/e", "enc", at(2_000_000), "e") == "held"
+    assert j.check("/c", "cell", at(2_000_000)) == "jump"
+    assert j.released() == ["e"]
+    assert [x.direction for x in j.jumps] == ["forwards"]
     assert "more than max_time_gap 2 s" in j.jumps[0].reason
-    assert j.check("/c", "cell", at(1005)) == "ok"
-    assert j.stale == {"/c": 1}
+
+
+def test_a_pause_of_every_sensor_shorter_than_the_gap_is_fed_without_a_jump():
+    j = TimeJumps(max_time_gap=2.0)
+    steady(j, 1000)
+    # 1.2 s with no data at all, then both resume: held until it persists, then let through
+    assert j.check("/e", "enc", at(2200), "e1") == "held"
+    assert j.check("/e", "enc", at(2201), "e2") == "held"
+    assert j.check("/c", "cell", at(2200), "c1") == "ok"
+    assert j.released() == ["e1", "e2"]
+    assert not j.jumps and not j.rejected and j.newest_ns == at(2201)
+    steady(j, 2300, start_ms=2202)
+
+
+def test_a_second_of_decreasing_stamps_is_rejected_never_a_jump():
+    """The audit's 1 s of decreasing stamps: each 1 ms earlier than the last one."""
+    j = TimeJumps()
+    steady(j, 2000)
+    verdicts = Counter(j.check("/e", "enc", at(1999 - k)) for k in range(1, 1001))
+    assert not j.jumps
+    assert verdicts["ok"] == 100                      # the first 0.1 s is jitter: fed as late
+    steady(j, 2100, topics=(("/e", "enc", 1),), start_ms=2000)
+    assert j.rejected["/e"] == 900 and j.held == 0
+
+
+def test_held_readings_are_rejected_once_the_others_moved_on_by_the_hold_limit():
+    j = TimeJumps()
+    steady(j, 1000)
+    assert j.check("/c", "cell", at(400)) == "held"    # the cell sends one stamp back, then nothing
+    steady(j, 2000, topics=(("/e", "enc", 1),), start_ms=1000)
+    assert j.rejected == {"/c": 1} and j.held == 0 and not j.jumps
+
+
+def test_readings_of_one_message_do_not_confirm_each_other():
+    """Two encoders in one JointState share its (corrupt) stamp: one topic, one stamp."""
+    j = TimeJumps()
+    for ms in range(1000):
+        assert j.check("/e", "enc1", at(ms)) == "ok" and j.check("/e", "enc2", at(ms)) == "ok"
+    assert j.check("/e", "enc1", at(300)) == "held" and j.check("/e", "enc2", at(300)) == "held"
+    assert j.check("/e", "enc1", at(1000)) == "ok"
+    assert j.rejected == {"/e": 2} and not j.jumps
 
 
 def test_a_sensor_lagging_beyond_the_window_is_too_old_not_a_jump():
@@ -55,3 +128,29 @@ def test_a_sensor_lagging_beyond_the_window_is_too_old_not_a_jump():
     assert j.check("/c", "cell", at(2900)) == "ok"       # caught up
     assert j.check("/e", "enc", at(3000)) == "ok" and not j.jumps
     assert j.too_old == {"/c": 2} and not j.stale
+
+
+def test_every_reading_ends_in_exactly_one_place():
+    """fed (ok/jump/released) + stale + too_old + rejected + held = checked."""
+    import random
+    rng = random.Random(3)
+    j = TimeJumps(max_lag=1.5)
+    fed = checked = 0
+    t = {"enc": 0, "cell": 0}
+    for k in range(20000):
+        sensor = "enc" if k % 5 else "cell"
+        t[sensor] += 1 if sensor == "enc" else 5
+        stamp = t[sensor]
+        r = rng.random()
+        if r < 0.002:
+            stamp += rng.choice([-800, -300, 700, 5000])       # isolated stamps out of line
+        elif r < 0.0025:
+            for s in t:
+                t[s] -= 3000                                   # a loop of both
+        checked += 1
+        v = j.check("/" + sensor, sensor, at(stamp))
+        if v in ("ok", "jump"):
+            fed += 1 + len(j.released())
+    dropped = sum(j.stale.values()) + sum(j.too_old.values()) + sum(j.rejected.values())
+    assert fed + dropped + j.held == checked
+    assert j.rejected and j.jumps

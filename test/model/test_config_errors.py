@@ -121,3 +121,36 @@ def test_debug_shows_the_traceback_and_normal_mode_does_not(tmp_path):
     assert plain.returncode == 2 and "Traceback" not in plain.stderr and "nope" in plain.stderr
     debug = subprocess.run(exe + ["check", "--debug", str(p)], capture_output=True, text=True)
     assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# the audit's corpus (issue 14, cases 1-3 and 8-11): check, replay and simulate refuse each bad
+# rig with the same one line (the node does too: test/ros/test_node_parameter_errors.py)
+
+from support.bad_rigs import ALL_CASES, write_case  # noqa: E402
+
+
+@pytest.mark.parametrize("case", ALL_CASES)
+def test_check_replay_and_simulate_refuse_a_bad_rig_with_the_same_line(tmp_path, capsys, case):
+    path, words = write_case(tmp_path, case)
+    err = check_fails(capsys, path, *words)
+    line = err.strip()
+    assert "\n" not in line, line
+    (tmp_path / "bag").mkdir()
+    for argv in (["replay", str(tmp_path / "bag"), "--config", str(path)],
+                 ["simulate", str(path), "--out", str(tmp_path / "sim")]):
+        rc = main(argv)
+        out = capsys.readouterr()
+        assert rc == 2 and out.err.strip() == line, (argv[0], out.err)
+    assert not (tmp_path / "sim").exists()
+
+
+def test_the_example_rigs_pass_every_check_with_margin(capsys):
+    """The bounds and the singularity threshold leave the shipped rigs far inside."""
+    from mbfg_ros.model.validation import SINGULAR_CONDITION, load_rig
+    for config in sorted(CONFIG.glob("*.yaml")):
+        if config.name.endswith(".params.yaml"):          # a node's ROS params file, not a rig
+            continue
+        rig = load_rig(config)
+        assert rig.closure_condition < 1e-4 * SINGULAR_CONDITION, (config, rig.closure_condition)
+        assert rig.dof_condition < 1e-4 * SINGULAR_CONDITION, (config, rig.dof_condition)

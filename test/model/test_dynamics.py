@@ -74,10 +74,11 @@ def test_constraint_forces_balance_a_static_four_bar(four_bar):
     rocker_tip = four_bar.frame_placement(d, q, four_bar.frame_id("rocker_tip")).translation
     B = np.array([10.0, 0.0, 0.0])
     com = B + (rocker_tip - B) / 2
-    weight = np.array([0.0, -9.81 * 5.0, 0.0])
+    weight = np.array([0.0, 0.0, -9.81 * 5.0])          # REP 103: z up
     I_B = 5.0 * 25.0 / 3.0
     alpha = a[four_bar.index["rocker_joint"]]
-    moment = np.cross(rocker_tip - B, f)[2] + np.cross(com - B, weight)[2]
+    axis = np.array([0.0, -1.0, 0.0])      # the joint axes (z of motion_plane) in the world
+    moment = (np.cross(rocker_tip - B, f) + np.cross(com - B, weight)) @ axis
     assert moment == pytest.approx(I_B * alpha, rel=1e-9, abs=1e-9)
     np.testing.assert_allclose(t, 0.0, atol=1e-12)
 

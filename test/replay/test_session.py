@@ -66,7 +66,7 @@ def test_output_bag_has_the_node_topics(four_bar_run):
     expected = output_topics(mech, OutputNames(), covariance=False)
     assert {t: v["type"] for t, v in topics.items()} == expected
     n = len(res.estimates)
-    for t in ("/mbfg_estimator/joint_states", "/mbfg_estimator/joint_accelerations",
+    for t in ("/mbfg_estimator/joint_states", "/mbfg_estimator/dynamic_joint_states",
               "/mbfg_estimator/forces/coupler_rocker", "/mbfg_estimator/forces/rocker_pin_load", "/tf"):
         assert topics[t]["count"] == n
     assert topics["/tf_static"]["count"] == 1
@@ -85,7 +85,7 @@ def test_output_bag_has_the_node_topics(four_bar_run):
     assert pairs == movable
     diag = next(iter(read_bag(out, topics=["/diagnostics"]))).msg
     names = [s.name for s in diag.status]
-    assert "mbfg_estimator: solver" in names and "mbfg_estimator: replay" in names
+    assert "/mbfg_estimator: solver" in names and "/mbfg_estimator: replay" in names
 
 
 def test_lagged_output_smooths_every_keyframe_once(tmp_path):

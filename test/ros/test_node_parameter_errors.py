@@ -70,3 +70,51 @@ def test_bad_parameters_fail_fast_with_one_clear_line(failures, case):
     assert len(errors) == 1, output
     assert "cannot start:" in errors[0] and words in errors[0], errors[0]
     assert "Traceback" not in output
+
+
+# ---------------------------------------------------------------------------------------------
+# the audit's bad rigs (issue 14, cases 1-3 and 8-11) and an empty -p config:= (case 7): the node
+# refuses them at start-up with exactly the line `mbfg check` prints, and exit status 2
+
+@pytest.fixture(scope="module")
+def corpus_failures(tmp_path_factory):
+    import subprocess
+    import sys
+
+    from support.bad_rigs import ALL_CASES, write_case
+    from mbfg_ros.errors import MbfgError
+    from mbfg_ros.model.validation import load_rig
+    log_dir = tmp_path_factory.mktemp("corpus_errors")
+    expected, nodes = {}, []
+    for case in ALL_CASES:
+        path, _ = write_case(log_dir / "rigs", case)
+        try:
+            load_rig(path)
+        except MbfgError as exc:
+            expected[f"rig_{case}"] = str(exc)           # what `mbfg check` prints after "error: "
+        nodes.append(_start(f"rig_{case}", "estimator", "mbfg_ros.ros.estimator_node", {"config": str(path)}))
+    env = ros_environment(log_dir)
+    empty = subprocess.Popen([sys.executable, "-m", "mbfg_ros.ros.estimator_node", "--ros-args", "-p",
+                              "config:="], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    procs = NodeProcesses(Description("corpus", nodes), log_dir, env)
+    with procs:
+        done = procs.wait(timeout=180, any_required=False)
+    out = {name: (done.get(name), procs.log_text(name), expected[name]) for name in expected}
+    text, _ = empty.communicate(timeout=120)
+    out["empty_config"] = (empty.returncode, text, "parameter 'config' is given without a value")
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [f"rig_{c}" for c in __import__("support.bad_rigs", fromlist=["x"]).ALL_CASES]
+                         + ["empty_config"])
+def test_the_node_refuses_what_check_refuses_with_the_same_line(corpus_failures, case):
+    code, output, words = corpus_failures[case]
+    assert code == 2, output
+    errors = [ln for ln in output.splitlines() if "[ERROR]" in ln]
+    assert len(errors) == 1, output
+    if case == "empty_config":
+        assert "cannot start: " + words in errors[0], errors[0]
+    else:                           # exactly `mbfg check`'s line ("error: " + the same text)
+        assert errors[0].endswith("cannot start: " + words), (errors[0], words)
+    assert "Traceback" not in output

@@ -18,8 +18,8 @@ def test_gravity_error_changes_the_truths_gravity_magnitude(error):
     cfg = mechanism("four_bar")
     truth = truth_mechanism(cfg, Scenario(gravity_error=error))
     assert np.linalg.norm(truth.gravity) == pytest.approx(9.81 + error)
-    np.testing.assert_allclose(truth.gravity / np.linalg.norm(truth.gravity), [0.0, -1.0, 0.0])
-    np.testing.assert_allclose(cfg.gravity, [0.0, -9.81, 0.0])      # the config is untouched
+    np.testing.assert_allclose(truth.gravity / np.linalg.norm(truth.gravity), [0.0, 0.0, -1.0])
+    np.testing.assert_allclose(cfg.gravity, [0.0, 0.0, -9.81])      # the config is untouched
 
 
 def test_gravity_error_changes_the_motion():
