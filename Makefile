@@ -1,7 +1,7 @@
 # mbfg_ros: the two commands of the README work on a fresh machine (they set up .venv first).
 #   make demo   - the four-bar rig and the estimator live over DDS, with figures and plots
 #   make test   - the whole test suite (what CI runs)
-# Long runs have their own targets: make bench-quick, make bench-perf, make bench-full.
+# Long runs have their own targets: make bench-quick, make bench-perf, make bench-full, make soak.
 
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -9,7 +9,7 @@ MBFG   := $(VENV)/bin/mbfg
 export ROS_LOG_DIR ?= $(CURDIR)/build/ros_log
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test test-fast demo check-examples bench-quick bench-perf bench-full clean
+.PHONY: setup test test-fast demo check-examples bench-quick bench-perf bench-full soak clean
 
 setup:
 	@scripts/setup_env.sh
@@ -25,16 +25,22 @@ demo: setup
 	@$(MBFG) demo
 
 check-examples: setup
-	@for f in config/*.yaml; do $(MBFG) check $$f || exit 1; done
+	@for f in config/*.yaml; do case $$f in *.params.yaml) continue;; esac; $(MBFG) check $$f || exit 1; done
 
 bench-quick: setup
 	@$(MBFG) benchmark --quick --jobs 2
 
 bench-perf: setup
+	@$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
 	@$(MBFG) benchmark --perf
 
 bench-full: setup
 	@$(MBFG) benchmark --full --jobs 2 --out docs/benchmark
+
+# rig + estimator live over DDS for SOAK_MINUTES: memory slopes and every reading accounted for
+SOAK_MINUTES ?= 30
+soak: setup
+	@$(PY) -m mbfg_ros.testing.soak --minutes $(SOAK_MINUTES) --out build/soak
 
 clean:
 	rm -rf build $(VENV) .pytest_cache

@@ -9,14 +9,18 @@ setup(
     name=PACKAGE,
     version="0.1.0",
     packages=find_packages(exclude=["test", "test.*"]),
+    package_data={f"{PACKAGE}.benchmark": ["rigs/*.yaml"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
-        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}", ["package.xml", "LICENSE"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.rviz")),
         (f"share/{PACKAGE}/urdf", glob("urdf/*.urdf")),
     ],
     install_requires=["setuptools"],
+    # colcon test runs pytest (instead of unittest, which finds nothing here) when the package
+    # declares it as its test extra
+    extras_require={"test": ["pytest"]},
     zip_safe=True,
     maintainer="mbfg_ros maintainers",
     maintainer_email="mbfg_ros@example.com",

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates .venv with every dependency of mbfg_ros, builds tf2_msgs from its definition and
+# Creates .venv with every dependency of mbfg_ros, builds tf2_msgs and the two control_msgs messages
+# the package publishes from their definitions (tools/: neither is on PyPI) and
 # installs the package in editable mode (so .venv/bin/mbfg is the CLI). Idempotent: when
 # nothing it depends on changed since the last successful run it returns at once.
 set -euo pipefail
@@ -10,7 +11,9 @@ STAMP="$VENV/.mbfg-setup-stamp"
 cd "$ROOT"
 
 inputs=(requirements.txt scripts/setup_env.sh setup.py setup.cfg package.xml
-        tools/tf2_msgs/package.xml tools/tf2_msgs/CMakeLists.txt tools/tf2_msgs/msg/TFMessage.msg)
+        tools/tf2_msgs/package.xml tools/tf2_msgs/CMakeLists.txt tools/tf2_msgs/msg/TFMessage.msg
+        tools/control_msgs/package.xml tools/control_msgs/CMakeLists.txt
+        tools/control_msgs/msg/DynamicJointState.msg tools/control_msgs/msg/InterfaceValue.msg)
 want="$(cat "${inputs[@]}" | sha256sum | cut -d' ' -f1)"
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x "$VENV/bin/mbfg" ]]; then
   exit 0
@@ -24,24 +27,28 @@ PY="$VENV/bin/python"
 "$PY" -m pip install --quiet --disable-pip-version-check --upgrade pip
 "$PY" -m pip install --quiet --disable-pip-version-check -r requirements.txt
 
-echo "[setup] building tf2_msgs from its definition"
+echo "[setup] building tf2_msgs and control_msgs from their definitions"
 # The ROS wheels' CMake exports hard-code the wheel builder's interpreter paths: point them here.
 pyinc="$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
 npinc="$("$PY" -c 'import numpy; print(numpy.get_include())')"
-grep -rl --include='*.cmake' '/opt/python/cp3' "$VENV/share" 2>/dev/null | while read -r f; do
+# (grep finds nothing once they are rewritten: a re-run in an existing .venv must not stop there)
+{ grep -rl --include='*.cmake' '/opt/python/cp3' "$VENV/share" 2>/dev/null || true; } | while read -r f; do
   sed -i -E "s#/opt/python/cp3[0-9]+-cp3[0-9]+/include/python3\.[0-9]+#${pyinc}#g; s#/opt/python/cp3[0-9]+-cp3[0-9]+/lib/python3\.[0-9]+/site-packages/numpy/_core/include#${npinc}#g" "$f"
 done
-build="$ROOT/build/tf2_msgs"
 mkdir -p "$ROOT/build"
-rm -rf "$build"
-(
-  export CMAKE_PREFIX_PATH="$VENV" AMENT_PREFIX_PATH="$VENV" PATH="$VENV/bin:$PATH"
-  cmake -S tools/tf2_msgs -B "$build" -DCMAKE_INSTALL_PREFIX="$VENV" \
-        -DPython3_EXECUTABLE="$PY" -DBUILD_TESTING=OFF >"$build.log" 2>&1 &&
-  cmake --build "$build" -j"$(nproc)" >>"$build.log" 2>&1 &&
-  cmake --install "$build" >>"$build.log" 2>&1
-) || { echo "[setup] tf2_msgs build failed; the log is $build.log" >&2; tail -30 "$build.log" >&2; exit 1; }
+for pkg in tf2_msgs control_msgs; do
+  build="$ROOT/build/$pkg"
+  rm -rf "$build"
+  (
+    export CMAKE_PREFIX_PATH="$VENV" AMENT_PREFIX_PATH="$VENV" PATH="$VENV/bin:$PATH"
+    cmake -S "tools/$pkg" -B "$build" -DCMAKE_INSTALL_PREFIX="$VENV" \
+          -DPython3_EXECUTABLE="$PY" -DBUILD_TESTING=OFF >"$build.log" 2>&1 &&
+    cmake --build "$build" -j"$(nproc)" >>"$build.log" 2>&1 &&
+    cmake --install "$build" >>"$build.log" 2>&1
+  ) || { echo "[setup] $pkg build failed; the log is $build.log" >&2; tail -30 "$build.log" >&2; exit 1; }
+done
 "$PY" -c 'from tf2_msgs.msg import TFMessage' || { echo "[setup] tf2_msgs does not import" >&2; exit 1; }
+"$PY" -c 'from control_msgs.msg import DynamicJointState' || { echo "[setup] control_msgs does not import" >&2; exit 1; }
 
 echo "[setup] installing mbfg_ros (editable)"
 "$PY" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .

@@ -9,20 +9,24 @@ topic                           type                                content
 ``<ns>/joint_states``           sensor_msgs/msg/JointState          every joint: position,
                                                                     velocity, effort = estimated
                                                                     actuator effort (0 if passive)
-``<ns>/joint_accelerations``    trajectory_msgs/msg/JointTrajectory one point: positions,
-                                                                    velocities, accelerations,
-                                                                    effort (as the truth topics)
+``<ns>/dynamic_joint_states``   control_msgs/msg/DynamicJointState  every joint: position,
+                                                                    velocity, acceleration,
+                                                                    effort (ros2_control's
+                                                                    interface names); with the
+                                                                    covariance the DOF joints
+                                                                    also position_variance and
+                                                                    velocity_variance
 ``<ns>/forces/<closure>``       geometry_msgs/msg/WrenchStamped     the closure's reaction on
                                                                     frame_b's body, in frame_b
 ``<ns>/forces/<load cell>``     geometry_msgs/msg/WrenchStamped     the estimated reading times
                                                                     its axis, in the cell's frame
-``<ns>/dof_std``                sensor_msgs/msg/JointState          DOF standard deviations
-                                                                    (position, velocity fields)
 ``<ns>/dof_covariance``         std_msgs/msg/Float64MultiArray      covariance of [q_dof, v_dof],
                                                                     row-major, labels in layout
 ``/tf``                         tf2_msgs/msg/TFMessage              parent -> child link of every
                                                                     movable joint
-``/tf_static``                  tf2_msgs/msg/TFMessage              fixed joints (once, latched)
+``/tf_static``                  tf2_msgs/msg/TFMessage              fixed joints, config frames,
+                                                                    gyro frame ids, world_frame
+                                                                    (once, latched)
 ``/diagnostics``                diagnostic_msgs/msg/DiagnosticArray sensors, inputs and solver
 ==============================  ==================================  =============================
 
@@ -42,6 +46,7 @@ from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.outputs import Estimate, Forces
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.model.mechanism import Mechanism, MechanismData
+from mbfg_ros.sim.sensors import load_cell_frame as sensor_frame_of_load_cell
 
 TF_MESSAGE = "tf2_msgs/msg/TFMessage"
 DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
@@ -67,13 +72,12 @@ class OutputNames:
 def output_topics(mech: Mechanism, names: OutputNames, covariance: bool = False) -> dict[str, str]:
     """{topic: message type} of everything the estimator publishes for ``mech``."""
     out = {names.topic("joint_states"): msgs.JOINT_STATE,
-           names.topic("joint_accelerations"): msgs.JOINT_TRAJECTORY}
+           names.topic("dynamic_joint_states"): msgs.DYNAMIC_JOINT_STATE}
     for c in mech.closure_configs:
         out[names.topic(f"forces/{c.name}")] = msgs.WRENCH_STAMPED
     for cell in mech.load_cells:
         out[names.topic(f"forces/{cell.config.name}")] = msgs.WRENCH_STAMPED
     if covariance:
-        out[names.topic("dof_std")] = msgs.JOINT_STATE
         out[names.topic("dof_covariance")] = FLOAT64_MULTI_ARRAY
     out["/tf"] = TF_MESSAGE
     out["/tf_static"] = TF_MESSAGE
@@ -82,8 +86,9 @@ def output_topics(mech: Mechanism, names: OutputNames, covariance: bool = False)
 
 
 def load_cell_frame(mech: Mechanism, k: int) -> str:
-    cell = mech.load_cells[k]
-    return mech.model.frames[cell.frame_id].name if cell.frame_id >= 0 else cell.config.joint
+    """The frame of load cell k's estimated reading: the frame its own messages use (a TF frame,
+    never a joint name)."""
+    return sensor_frame_of_load_cell(mech, k)
 
 
 def estimate_messages(mech: Mechanism, e: Estimate, forces: Forces | None, stamp_ns: int,
@@ -91,8 +96,10 @@ def estimate_messages(mech: Mechanism, e: Estimate, forces: Forces | None, stamp
     """(topic, type, message) of one keyframe's estimate (TF and diagnostics separately)."""
     out = [(names.topic("joint_states"), msgs.JOINT_STATE,
             msgs.joint_state(stamp_ns, mech.joint_names, e.q, e.v, e.effort)),
-           (names.topic("joint_accelerations"), msgs.JOINT_TRAJECTORY,
-            msgs.joint_trajectory(stamp_ns, mech.joint_names, e.q, e.v, e.a, e.effort))]
+           (names.topic("dynamic_joint_states"), msgs.DYNAMIC_JOINT_STATE,
+            msgs.dynamic_joint_state(stamp_ns, mech.joint_names,
+                                     {"position": e.q, "velocity": e.v, "acceleration": e.a,
+                                      "effort": e.effort}, dof_variances(mech, e.covariance)))]
     if forces is not None:
         for c in forces.closures:
             out.append((names.topic(f"forces/{c.name}"), msgs.WRENCH_STAMPED,
@@ -108,19 +115,29 @@ def estimate_messages(mech: Mechanism, e: Estimate, forces: Forces | None, stamp
     return out
 
 
+def dof_variances(mech: Mechanism, P: np.ndarray | None) -> dict[str, dict[str, float]] | None:
+    """{position_variance, velocity_variance: {DOF joint: variance}} from the covariance of
+    [q_dof, v_dof] (None without one): extra interfaces of ~/dynamic_joint_states."""
+    if P is None:
+        return None
+    g = len(mech.dof)
+    var = np.maximum(np.diag(P), 0.0)
+    return {"position_variance": dict(zip(mech.dof_names, var[:g])),
+            "velocity_variance": dict(zip(mech.dof_names, var[g:]))}
+
+
 def covariance_messages(mech: Mechanism, P: np.ndarray, stamp_ns: int,
                         names: OutputNames) -> list[tuple[str, str, object]]:
+    """~/dof_covariance: the covariance of [q_dof, v_dof] as a 2-D std_msgs/Float64MultiArray
+    (row-major; dim[0] the rows, labelled with the state's names, dim[1] the columns)."""
     T = msgs.typestore().types
     g = len(mech.dof)
-    std = np.sqrt(np.maximum(np.diag(P), 0.0))
     labels = [f"{j}.position" for j in mech.dof_names] + [f"{j}.velocity" for j in mech.dof_names]
     layout = T["std_msgs/msg/MultiArrayLayout"](
         dim=[T["std_msgs/msg/MultiArrayDimension"](label=",".join(labels), size=2 * g, stride=4 * g * g),
              T["std_msgs/msg/MultiArrayDimension"](label="column", size=2 * g, stride=2 * g)],
         data_offset=0)
-    return [(names.topic("dof_std"), msgs.JOINT_STATE,
-             msgs.joint_state(stamp_ns, mech.dof_names, std[:g], std[g:])),
-            (names.topic("dof_covariance"), FLOAT64_MULTI_ARRAY,
+    return [(names.topic("dof_covariance"), FLOAT64_MULTI_ARRAY,
              T[FLOAT64_MULTI_ARRAY](layout=layout, data=np.asarray(P, float).reshape(-1)))]
 
 
@@ -134,6 +151,33 @@ def _transform(stamp_ns: int, parent: str, child: str, M: pin.SE3):
             translation=T["geometry_msgs/msg/Vector3"](x=float(tr[0]), y=float(tr[1]), z=float(tr[2])),
             rotation=T["geometry_msgs/msg/Quaternion"](x=float(qt.x), y=float(qt.y), z=float(qt.z),
                                                         w=float(qt.w))))
+
+
+def static_tf_message(mech: Mechanism, stamp_ns: int, names: OutputNames, world_frame: str = ""):
+    """TFMessage of every frame that never moves relative to its parent, so that every frame id
+    the estimator publishes (and the rig's sensor messages carry) resolves in TF: the URDF's
+    fixed joints; the config's ``frames`` on their parent; each gyro's ``frame_id`` on its
+    ``frame``, turned by ``rotation_rpy`` (unless a link or frame already has that name); and
+    ``world_frame`` on the URDF's root link (identity), if given. For /tf_static."""
+    msg = tf_message(mech, mech.create_data(), np.zeros(mech.n), stamp_ns, names, fixed=True)
+    known = {mech.urdf.root_link} | {j.child for j in mech.urdf.tree} | {j.parent for j in mech.urdf.tree}
+    for fc in mech.config.frames:
+        M = pin.SE3(pin.rpy.rpyToMatrix(*fc.rpy), np.asarray(fc.xyz, float))
+        msg.transforms.append(_transform(stamp_ns, names.frame(mech.tf_frame(fc.parent)),
+                                         names.frame(fc.name), M))
+        known.add(fc.name)
+    for g in mech.config.sensors.gyros:
+        frame_id = g.frame_id or g.name
+        if frame_id in known:
+            continue
+        known.add(frame_id)
+        M = pin.SE3(pin.rpy.rpyToMatrix(*g.rotation_rpy), np.zeros(3))
+        msg.transforms.append(_transform(stamp_ns, names.frame(mech.tf_frame(g.frame)),
+                                         names.frame(frame_id), M))
+    root = names.frame(mech.urdf.root_link)
+    if world_frame and world_frame != root:
+        msg.transforms.append(_transform(stamp_ns, world_frame, root, pin.SE3.Identity()))
+    return msg
 
 
 def tf_message(mech: Mechanism, data: MechanismData, q: np.ndarray, stamp_ns: int,
@@ -170,11 +214,21 @@ def sensor_period(mech: Mechanism, name: str) -> float:
 
 
 def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: int,
-                        node_name: str = "mbfg_estimator", silence: float = 0.5,
-                        extra: Iterable = ()):
+                        node_name: str = DEFAULT_NAMESPACE, silence: float = 0.5,
+                        extra: Iterable = (), topic_names: dict[str, str] | None = None,
+                        verdicts: dict | None = None, sensor_values: dict | None = None):
     """DiagnosticArray: one status per sensor (WARN when silent for more than ``silence`` s or
     5 periods, whichever is longer), one for the solver, plus ``extra`` statuses given as
-    (name, level, message, values) by the caller (e.g. the node's input queue)."""
+    (name, level, message, values) by the caller (e.g. the node's input queue). Status names
+    start with ``node_name``, the node's fully qualified name (``/rig1/mbfg_estimator: solver``),
+    so the statuses of namespaced estimators never collide. A sensor status's hardware_id is its
+    topic, as ``topic_names`` resolves the config's name (the node: its namespace and remaps).
+
+    ``verdicts`` ({sensor: (level, message)}, from :class:`~mbfg_ros.io.sensor_health.SensorHealth`)
+    are the caller's judgement of each sensor over a recent window: a sensor listed there gets
+    it (it beats "silent": readings arrive, but none is usable), and with ``verdicts`` given the
+    judgement on the run's cumulative counts is left out (it would never clear).
+    ``sensor_values`` adds values per sensor."""
     statuses = []
     topics = {s.name: s.topic for s in mech.config.sensors.all()}
     for name, c in est.counts().items():
@@ -184,20 +238,25 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
         else:
             topic = topics.get(name, "")
             period = sensor_period(mech, name)
+        topic = (topic_names or {}).get(topic, topic)
         limit = max(silence, 5.0 * period)
         level, message = OK, "ok"
-        if c.last_stamp is None:
+        if verdicts is not None and name in verdicts:
+            level, message = verdicts[name]
+        elif c.last_stamp is None:
             level, message = WARN, "no data yet"
         elif now - c.last_stamp > limit:
             level, message = WARN, f"silent for {now - c.last_stamp:.2f} s"
-        elif c.received and (c.rejected + c.too_old) > 0.1 * c.received:
+        elif verdicts is None and c.received and (c.rejected + c.too_old) > 0.1 * c.received:
             level, message = WARN, f"{c.rejected + c.too_old} of {c.received} samples not used"
-        statuses.append(_status(f"{node_name}: sensor {name}", level, message, topic, {
+        values = {
             "rate_hz": c.rate(), "received": c.received, "used": c.used, "late": c.late,
             "too_old": c.too_old, "rejected_nonfinite": c.rejected_nonfinite,
             "rejected_duplicate": c.rejected_duplicate, "downweighted": c.downweighted,
-            "pending": c.pending,
-            "last_stamp": "none" if c.last_stamp is None else f"{c.last_stamp:.6f}"}))
+            "discarded": c.discarded, "pending": c.pending,
+            "last_stamp": "none" if c.last_stamp is None else f"{c.last_stamp:.6f}"}
+        values.update((sensor_values or {}).get(name, {}))
+        statuses.append(_status(f"{node_name}: sensor {name}", level, message, topic, values))
     h = est.health
     mean, p99, mx = h.latency()
     e = est.estimate()

@@ -9,12 +9,22 @@ from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
-from rosbags.typesys import Stores, get_typestore
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 JOINT_STATE = "sensor_msgs/msg/JointState"
 IMU = "sensor_msgs/msg/Imu"
 WRENCH_STAMPED = "geometry_msgs/msg/WrenchStamped"
-JOINT_TRAJECTORY = "trajectory_msgs/msg/JointTrajectory"
+DYNAMIC_JOINT_STATE = "control_msgs/msg/DynamicJointState"
+INTERFACE_VALUE = "control_msgs/msg/InterfaceValue"
+
+CONTROL_MSGS_DEFINITIONS = {
+    INTERFACE_VALUE: "string[] interface_names\nfloat64[] values\n",
+    DYNAMIC_JOINT_STATE: "std_msgs/Header header\nstring[] joint_names\n"
+                         "InterfaceValue[] interface_values\n",
+}
+"""control_msgs' DynamicJointState (what ros2_control's joint_state_broadcaster publishes on
+/dynamic_joint_states) and InterfaceValue, as defined upstream (comments left out); rosbags'
+typestores do not have control_msgs, so :func:`typestore` adds them."""
 
 DEFAULT_EPOCH = 1_700_000_000.0
 """s, the default absolute time of a simulated run's t = 0 (2023-11-14 22:13:20 UTC): stamps look
@@ -23,8 +33,12 @@ like a real rig's, and code that assumes stamps start at 0 fails visibly."""
 
 @lru_cache(maxsize=1)
 def typestore():
-    """The rosbags typestore every mbfg_ros bag is written with (ROS 2 Kilted types)."""
-    return get_typestore(Stores.ROS2_KILTED)
+    """The rosbags typestore every mbfg_ros bag is written with (ROS 2 Kilted types, plus the
+    control_msgs messages of :data:`CONTROL_MSGS_DEFINITIONS`)."""
+    store = get_typestore(Stores.ROS2_KILTED)
+    for name, text in CONTROL_MSGS_DEFINITIONS.items():
+        store.register(get_types_from_msg(text, name))
+    return store
 
 
 def seconds_to_ns(t: float) -> int:
@@ -93,15 +107,42 @@ def wrench_stamped(ns: int, frame_id: str, force, torque):
                                             torque=V(x=float(t[0]), y=float(t[1]), z=float(t[2]))))
 
 
-def joint_trajectory(ns: int, names: Sequence[str], positions, velocities, accelerations, effort,
-                     frame_id: str = ""):
-    """trajectory_msgs/msg/JointTrajectory with one point (time_from_start 0) at the stamp."""
+def dynamic_joint_state(ns: int, names: Sequence[str], interfaces: dict[str, np.ndarray],
+                        extra: dict[str, dict[str, np.ndarray]] | None = None, frame_id: str = ""):
+    """control_msgs/msg/DynamicJointState: for every joint in ``names`` the interfaces
+    ``interfaces`` ({interface name: one value per joint}, e.g. position, velocity, acceleration,
+    effort: ros2_control's names); ``extra`` adds interfaces to some joints only ({interface:
+    {joint: value}})."""
     T = typestore().types
-    point = T["trajectory_msgs/msg/JointTrajectoryPoint"](
-        positions=_array(positions), velocities=_array(velocities),
-        accelerations=_array(accelerations), effort=_array(effort),
-        time_from_start=T["builtin_interfaces/msg/Duration"](sec=0, nanosec=0))
-    return T[JOINT_TRAJECTORY](header=header(ns, frame_id), joint_names=list(names), points=[point])
+    columns = {k: np.asarray(v, float).reshape(-1) for k, v in interfaces.items()}
+    values = []
+    for i, joint in enumerate(names):
+        keys = list(columns)
+        vals = [float(columns[k][i]) for k in keys]
+        for k, by_joint in (extra or {}).items():
+            if joint in by_joint:
+                keys.append(k)
+                vals.append(float(by_joint[joint]))
+        values.append(T[INTERFACE_VALUE](interface_names=keys, values=np.asarray(vals, float)))
+    return T[DYNAMIC_JOINT_STATE](header=header(ns, frame_id), joint_names=list(names),
+                                  interface_values=values)
+
+
+def joint_values(msg, interface: str, names: Sequence[str]) -> np.ndarray | None:
+    """One interface's value for each of ``names`` from a DynamicJointState (None if a joint or
+    its interface is missing)."""
+    index = {n: i for i, n in enumerate(msg.joint_names)}
+    out = np.empty(len(names))
+    for k, joint in enumerate(names):
+        i = index.get(joint)
+        if i is None or i >= len(msg.interface_values):
+            return None
+        iv = msg.interface_values[i]
+        try:
+            out[k] = iv.values[list(iv.interface_names).index(interface)]
+        except (ValueError, IndexError):
+            return None
+    return out
 
 
 def serialize(msg) -> bytes:

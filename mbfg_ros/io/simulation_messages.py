@@ -15,9 +15,9 @@ Sensor topics (names and frame ids from the mechanism config):
 Ground truth under the config's ``truth_namespace`` ``<ns>`` (default /truth):
 - ``<ns>/joint_states``: sensor_msgs/msg/JointState, position, velocity, effort (applied
   actuator effort) of every joint;
-- ``<ns>/joint_accelerations``: trajectory_msgs/msg/JointTrajectory, joint_names and one point
-  with positions, velocities, accelerations, effort (time_from_start 0; header.stamp = sample
-  time);
+- ``<ns>/dynamic_joint_states``: control_msgs/msg/DynamicJointState (as ros2_control's
+  joint_state_broadcaster publishes it), every joint with the interfaces position, velocity,
+  acceleration and effort;
 - ``<ns>/forces/<closure name>``: geometry_msgs/msg/WrenchStamped, the closure's reaction on
   frame_b's body at frame_b's origin, in frame_b (header.frame_id = frame_b);
 - ``<ns>/forces/<load cell name>``: geometry_msgs/msg/WrenchStamped, the cell's true reading as in
@@ -57,7 +57,7 @@ def truth_topics(mech: Mechanism) -> dict[str, str]:
     """{topic: message type} of the ground truth of ``mech``'s config."""
     ns = mech.config.truth_namespace or "/truth"
     out = {_join(ns, "joint_states"): msgs.JOINT_STATE,
-           _join(ns, "joint_accelerations"): msgs.JOINT_TRAJECTORY}
+           _join(ns, "dynamic_joint_states"): msgs.DYNAMIC_JOINT_STATE}
     for name in [*mech.closure_names, *(c.config.name for c in mech.load_cells)]:
         topic = _join(ns, f"forces/{name}")
         if topic in out:
@@ -136,7 +136,7 @@ def truth_messages(truth: GroundTruth, mech: Mechanism, epoch_ns: int) -> Iterat
     topics = truth_topics(mech)
     ns_root = mech.config.truth_namespace or "/truth"
     js_topic = _join(ns_root, "joint_states")
-    acc_topic = _join(ns_root, "joint_accelerations")
+    acc_topic = _join(ns_root, "dynamic_joint_states")
     closure_topics = [_join(ns_root, f"forces/{n}") for n in truth.closure_names]
     cell_topics = [_join(ns_root, f"forces/{n}") for n in truth.load_cell_names]
     assert all(t in topics for t in closure_topics + cell_topics)
@@ -145,9 +145,10 @@ def truth_messages(truth: GroundTruth, mech: Mechanism, epoch_ns: int) -> Iterat
         ns = msgs.stamp_ns(t, epoch_ns)
         yield BagMessage(js_topic, msgs.JOINT_STATE, ns,
                          msgs.joint_state(ns, names, truth.q[i], truth.v[i], truth.effort[i]))
-        yield BagMessage(acc_topic, msgs.JOINT_TRAJECTORY, ns,
-                         msgs.joint_trajectory(ns, names, truth.q[i], truth.v[i], truth.a[i],
-                                               truth.effort[i]))
+        yield BagMessage(acc_topic, msgs.DYNAMIC_JOINT_STATE, ns,
+                         msgs.dynamic_joint_state(ns, names, {
+                             "position": truth.q[i], "velocity": truth.v[i],
+                             "acceleration": truth.a[i], "effort": truth.effort[i]}))
         for k, topic in enumerate(closure_topics):
             yield BagMessage(topic, msgs.WRENCH_STAMPED, ns,
                              msgs.wrench_stamped(ns, truth.closure_frames[k], truth.closure_force[i, k],

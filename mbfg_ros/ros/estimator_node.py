@@ -9,14 +9,19 @@ Inputs: the config's sensor topics with SensorDataQoS (or reliable, ``sensor_qos
 sensor_msgs/JointState by joint name (other joints ignored), gyros from sensor_msgs/Imu
 (angular_velocity in the sensor frame), load cells from geometry_msgs/WrenchStamped (the
 config's component and axis) or std_msgs/Float64 when the rig publishes a plain number (the
-subscription follows the publisher's type). Header stamps are the sample times; the node's
-clock (``use_sim_time`` follows /clock) only stamps diagnostics and measures silence.
+subscription follows the publisher's type). The config's topics are resolved in the node's
+namespace (relative by default: a namespace moves them; absolute ones stay) and remappings. An
+Imu whose frame_id or covariance disagrees with the config is used and warned about once.
+Header stamps are the sample times; the node's clock (``use_sim_time`` follows /clock) only
+stamps diagnostics and measures silence.
 
 Outputs (``~`` = the node's name, ``/mbfg_estimator`` by default;
 :mod:`mbfg_ros.io.estimate_messages` builds every message, as ``mbfg replay`` writes them):
 ``~/joint_states`` (JointState of every joint: position, velocity, effort = estimated actuator
-effort), ``~/joint_accelerations``, ``~/forces/<closure or load cell>`` (WrenchStamped),
-``~/dof_std`` and ``~/dof_covariance`` (``publish_covariance``), /tf and /tf_static,
+effort), ``~/dynamic_joint_states`` (control_msgs/DynamicJointState: position, velocity,
+acceleration, effort of every joint; with ``publish_covariance`` the DOF variances too),
+``~/forces/<closure or load cell>`` (WrenchStamped), ``~/dof_covariance``
+(``publish_covariance``), /tf and /tf_static,
 /diagnostics, and ``~/robot_description`` (the URDF in use, std_msgs/String, latched: rviz2's
 RobotModel shows it moved by the estimated TF). Service ``~/reset`` (std_srvs/Trigger). An
 output nobody subscribes to is not computed (subscribers are counted once a second);
@@ -25,10 +30,15 @@ output nobody subscribes to is not computed (subscribers are counted once a seco
 Threads: DDS callbacks only decode and queue (:class:`~mbfg_ros.ros.sample_queue.SampleQueue`);
 one worker takes everything queued, feeds it to the Estimator in stamp order and publishes the
 estimates; the diagnostics timer runs on the steady clock, so /diagnostics keeps coming when every
-sensor (or /clock) is silent. Time jumps follow :mod:`mbfg_ros.io.time_jumps` (as replay): a
-sensor's stamp going back (a bag loop) resets the estimator and is logged once; one far ahead
-(``max_time_gap``) does the same instead of integrating the gap; readings of a sensor lagging
-the others by more than the window are counted (``too_old_lagging_sensor``), not fed.
+sensor (or /clock) is silent, and judges over a rolling window (``health_window``,
+:mod:`mbfg_ros.io.sensor_health`) so its warnings clear when their cause is gone. Time follows
+:mod:`mbfg_ros.io.time_jumps` (as replay): an isolated stamp out of line is held, then rejected
+and counted (``rejected_stamp``), never a reset; a new time that persists going back (a bag loop)
+or beyond ``max_time_gap`` ahead resets the estimator and is logged once; readings of a sensor
+lagging the others by more than the window are counted (``too_old_lagging_sensor``), not fed.
+
+The rig is loaded through :func:`mbfg_ros.model.validation.load_rig`, the validation of ``mbfg
+check``: a rig check refuses stops the node at start-up with check's line and exit status 2.
 """
 from __future__ import annotations
 
@@ -44,23 +54,30 @@ from pathlib import Path
 import numpy as np
 import rclpy
 from rclpy.clock import Clock, ClockType
-from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
+try:
+    from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
+except ImportError:           # Humble: the same classes in rclpy.qos_event (renamed in Iron)
+    from rclpy.qos_event import SubscriptionEventCallbacks, UnsupportedEventTypeError
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
 
-from mbfg_ros.errors import ConfigError, MbfgError
+from mbfg_ros.errors import MbfgError
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.io import estimate_messages as outputs
 from mbfg_ros.io import messages as msgs
+from mbfg_ros.io.sensor_health import RollingCounts, SensorFigures, SensorHealth
 from mbfg_ros.io.sensor_inputs import FLOAT64, WRENCH_STAMPED, InputRouter
 from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
-from mbfg_ros.model.config import load_rig_config
+from mbfg_ros.model.config import KEYFRAME_RATE_RANGE, LAG_RANGE, window_problem
 from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.validation import load_rig
+from mbfg_ros.ros.free_memory import release_free_memory
 from mbfg_ros.ros.message_classes import message_class
 from mbfg_ros.ros.processes import follow_parent
-from mbfg_ros.ros.node_parameters import ParameterError, ParameterSpec, declare, unknown_overrides
+from mbfg_ros.ros.node_parameters import (ParameterError, ParameterSpec, declare, init_rclpy,
+                                          unknown_overrides)
 from mbfg_ros.ros.sample_queue import QueuedReading, SampleQueue
 from mbfg_ros.ros.tf_publisher import TfPublisher
 
@@ -73,20 +90,23 @@ ESTIMATOR_PARAMETERS: tuple[ParameterSpec, ...] = (
                   "robot_state_publisher)"),
     ParameterSpec("urdf", str, "", "URDF file replacing the config's urdf (when no robot_description)"),
     ParameterSpec("keyframe_rate", float, 0.0, "rate of the smoother's keyframes (and of the "
-                  "published estimates)", "Hz", 1.0, 2000.0, zero_means="the config's estimator.keyframe_rate"),
-    ParameterSpec("lag", float, 0.0, "length of the fixed-lag window", "s", 0.01, 60.0,
+                  "published estimates)", "Hz", *KEYFRAME_RATE_RANGE,
+                  zero_means="the config's estimator.keyframe_rate"),
+    ParameterSpec("lag", float, 0.0, "length of the fixed-lag window", "s", *LAG_RANGE,
                   zero_means="the config's estimator.lag"),
     ParameterSpec("world_frame", str, "", "a frame attached to the URDF's root link by a static "
                   "identity transform (e.g. map); empty: none"),
     ParameterSpec("frame_prefix", str, "", "prefix of every published link and closure frame id "
                   "(e.g. mbfg/ when robot_state_publisher already publishes the rig's links)"),
     ParameterSpec("publish_tf", bool, True, "publish the estimated link poses on /tf (fixed "
-                  "joints on /tf_static)"),
+                  "joints, config frames and sensor frames on /tf_static)"),
     ParameterSpec("publish_robot_description", bool, True, "publish the URDF the node uses on "
                   "~/robot_description (std_msgs/String, latched) for rviz2's RobotModel"),
     ParameterSpec("publish_forces", bool, True, "publish ~/forces/<closure> and ~/forces/<load cell>"),
-    ParameterSpec("publish_accelerations", bool, True, "publish ~/joint_accelerations"),
-    ParameterSpec("publish_covariance", bool, False, "publish ~/dof_std and ~/dof_covariance "
+    ParameterSpec("publish_accelerations", bool, True, "publish ~/dynamic_joint_states (every "
+                  "joint's position, velocity, acceleration and effort)"),
+    ParameterSpec("publish_covariance", bool, False, "publish ~/dof_covariance and the DOF "
+                  "variances in ~/dynamic_joint_states "
                   "(marginal covariance of [q_dof, v_dof]; costs time per keyframe)"),
     ParameterSpec("lagged", bool, False, "publish the smoothed estimate of each keyframe as it "
                   "leaves the window (delayed by lag) instead of the newest filtered one"),
@@ -104,6 +124,9 @@ ESTIMATOR_PARAMETERS: tuple[ParameterSpec, ...] = (
                   0.05, 60.0),
     ParameterSpec("silence_timeout", float, 0.5, "a sensor silent for longer than this (or 5 of "
                   "its periods) is reported WARN", "s", 0.01, 3600.0),
+    ParameterSpec("health_window", float, 5.0, "/diagnostics judges the inputs, the queue and "
+                  "the latency over this rolling window (a warning clears once its cause has been "
+                  "gone this long)", "s", 1.0, 3600.0),
     ParameterSpec("max_time_gap", float, 2.0, "a sample stamped this much after the newest one "
                   "restarts the estimator instead of integrating the gap", "s", 0.1, 3600.0),
 )
@@ -130,28 +153,23 @@ def load_node_mechanism(settings: dict) -> Mechanism:
                              f"{path.resolve()})")
     description = settings["robot_description"]
     urdf = settings["urdf"]
-    try:
-        if description:
-            cfg = load_rig_config(path, urdf_override=Path("<robot_description>"))
-            return Mechanism(cfg, urdf_xml=description)
-        if urdf:
-            if not Path(urdf).expanduser().is_file():
-                raise ParameterError(f"parameter 'urdf': no such file (value: {urdf!r})")
-            cfg = load_rig_config(path, urdf_override=Path(urdf).expanduser().resolve())
-            return Mechanism(cfg)
-        cfg = load_rig_config(path)
-        return Mechanism(cfg)
-    except ConfigError as exc:
-        raise exc.with_file(str(path)) from None
+    if urdf and not description and not Path(urdf).expanduser().is_file():
+        raise ParameterError(f"parameter 'urdf': no such file (value: {urdf!r})")
+    # the one validation of `mbfg check`, `replay` and `simulate`: the same line, exit 2
+    return load_rig(path, urdf=urdf or None, robot_description=description or None).mech
 
 
 class EstimatorNode(Node):
     """The estimator on ROS 2 topics (see the module docstring)."""
 
-    def __init__(self, node_name: str = NODE_NAME, **kwargs) -> None:
+    def __init__(self, node_name: str = NODE_NAME, ros_argv: list[str] | None = None, **kwargs) -> None:
         super().__init__(node_name, **kwargs)
         p = declare(self, ESTIMATOR_PARAMETERS)
-        extra = unknown_overrides(self, ESTIMATOR_PARAMETERS)
+        extra, ignored = unknown_overrides(self, ESTIMATOR_PARAMETERS, ros_argv)
+        if ignored:
+            self.get_logger().warning(f"ignoring parameter(s) {', '.join(repr(e) for e in ignored)} "
+                                      "given by a wildcard section of a params file: this node has "
+                                      "no such parameter")
         if extra:
             raise ParameterError(f"unknown parameter(s) {', '.join(repr(e) for e in extra)} "
                                  f"(this node has: {', '.join(s.name for s in ESTIMATOR_PARAMETERS)}, "
@@ -171,11 +189,18 @@ class EstimatorNode(Node):
             cfg = replace(cfg, keyframe_rate=p["keyframe_rate"])
         if p["lag"]:
             cfg = replace(cfg, lag=p["lag"])
-        if cfg.lag * cfg.keyframe_rate < 2:
-            raise ParameterError(f"parameters 'lag' and 'keyframe_rate': the window must hold at "
-                                 f"least 2 keyframes (lag {cfg.lag:g} s x {cfg.keyframe_rate:g} Hz)")
+        problem = window_problem(cfg.keyframe_rate, cfg.lag)
+        if problem:
+            raise ParameterError(f"parameters 'lag' and 'keyframe_rate': {problem} (lag {cfg.lag:g} s "
+                                 f"x {cfg.keyframe_rate:g} Hz)")
+        if cfg.sensor_wait >= cfg.lag:
+            raise ParameterError(f"parameter 'lag' must be longer than the config's "
+                                 f"estimator.sensor_wait ({cfg.sensor_wait:g} s) (value: {cfg.lag:g} s)")
         self.estimator = Estimator(mech, cfg, lagged=p["lagged"], covariance=p["publish_covariance"])
-        self.router = InputRouter(mech)
+        # the config's topics resolved here (namespace, remappings): logs and /diagnostics name
+        # the topics the node really reads
+        self.resolved_topics = {t: self.resolve_topic_name(t) for t in InputRouter(mech).topics}
+        self.router = InputRouter(mech, self.resolved_topics)
         self.names = outputs.OutputNames(self.get_fully_qualified_name(), p["frame_prefix"])
         self.queue = SampleQueue(p["max_queue"])
         self._lock = threading.Lock()             # the estimator and the time bookkeeping
@@ -187,8 +212,14 @@ class EstimatorNode(Node):
         self.jumps = {"backwards": 0, "forwards": 0}
         self.time_jumps = TimeJumps(max_time_gap=p["max_time_gap"], max_lag=lagging_limit(cfg.lag))
         self.published: dict[str, int] = {}
-        self._latency = deque(maxlen=2000)        # node clock at publish - estimate stamp, ms
-        self._silent: set[str] = set()
+        self._latency: deque = deque()            # (steady s, node clock at publish - stamp, ms)
+        self._warned: set[str] = set()            # sensors logged as WARN
+        sensors = mech.config.sensors.all()
+        self.health = SensorHealth({x.name: x.rate for x in sensors}, {x.name: x.topic for x in sensors},
+                                   window=p["health_window"])
+        self._queue_window = RollingCounts(p["health_window"])
+        self._in_feed = 0                          # readings taken from the reorder heap, not yet fed
+        self._fed_stamp: dict[str, int] = {}       # sensor -> newest stamp fed (ns), any value
         self._problems_logged: set[tuple[str, str]] = set()
         self._diag_due = threading.Event()
         self.held = 0                             # readings waiting for other topics (worker)
@@ -207,7 +238,7 @@ class EstimatorNode(Node):
                 continue
             if "/forces/" in topic and not p["publish_forces"]:
                 continue
-            if topic.endswith("/joint_accelerations") and not p["publish_accelerations"]:
+            if topic.endswith("/dynamic_joint_states") and not p["publish_accelerations"]:
                 continue
             self._pub[topic] = self.create_publisher(message_class(msgtype), topic,
                                                      10 if topic == "/diagnostics" else out_qos)
@@ -248,22 +279,11 @@ class EstimatorNode(Node):
     # ------------------------------------------------------------------------------------------
     # set-up
     def _static_transforms(self) -> bytes | None:
-        """Fixed joints of the URDF and the world_frame attachment (None if there are none)."""
-        mech, p = self.mech, self.settings
-        msg = outputs.tf_message(mech, mech.create_data(), np.zeros(mech.n),
-                                 self.get_clock().now().nanoseconds, self.names, fixed=True)
-        world = p["world_frame"]
-        root = self.names.frame(mech.urdf.root_link)
-        if world and world != root:
-            T = msgs.typestore().types
-            msg.transforms.append(T["geometry_msgs/msg/TransformStamped"](
-                header=msgs.header(self.get_clock().now().nanoseconds, world), child_frame_id=root,
-                transform=T["geometry_msgs/msg/Transform"](
-                    translation=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0),
-                    rotation=T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0))))
-        if not msg.transforms:
-            return None
-        return bytes(msgs.serialize(msg))
+        """/tf_static: fixed joints, config frames, gyro frames and the world_frame attachment
+        (:func:`~mbfg_ros.io.estimate_messages.static_tf_message`; None if there are none)."""
+        msg = outputs.static_tf_message(self.mech, self.get_clock().now().nanoseconds, self.names,
+                                        self.settings["world_frame"])
+        return bytes(msgs.serialize(msg)) if msg.transforms else None
 
     def _subscribe(self, topic: str, msgtype: str) -> None:
         events = SubscriptionEventCallbacks(
@@ -333,9 +353,9 @@ class EstimatorNode(Node):
         mech, est = self.mech, self.estimator
         sensors = []
         for s in mech.config.sensors.all():
-            sensors.append(f"{s.name} on {s.topic} ({s.rate:g} Hz)")
+            sensors.append(f"{s.name} on {self.resolve_topic_name(s.topic)} ({s.rate:g} Hz)")
         for j in mech.known_input_joints:
-            sensors.append(f"command:{j} on {mech.config.joint(j).topic}")
+            sensors.append(f"command:{j} on {self.resolve_topic_name(mech.config.joint(j).topic)}")
         self.get_logger().info(
             f"{mech.config.name}: {mech.n} joints, {len(mech.dof)} DOF "
             f"({', '.join(mech.dof_names)}); keyframes {est.cfg.keyframe_rate:g} Hz, lag "
@@ -355,6 +375,10 @@ class EstimatorNode(Node):
         if dropped:
             self.get_logger().error(f"input queue full ({self.queue.max_size} readings): dropped "
                                     f"{dropped} reading(s) of {topic}", throttle_duration_sec=5.0)
+        for what in self.router.disagreements.get(topic, ()):
+            if (topic, what) not in self._problems_logged:
+                self._problems_logged.add((topic, what))
+                self.get_logger().warning(f"{topic}: {what} (counted on /diagnostics; logged once)")
         if not items:
             for reason in self.router.problems.get(topic, {}):
                 if (topic, reason) not in self._problems_logged:
@@ -428,11 +452,13 @@ class EstimatorNode(Node):
             while held and (watermark is None or held[0][0] < watermark or now - held[0][2] >= window):
                 ready.append(heapq.heappop(held)[3])
             self.held = len(held)
+            self._in_feed = len(ready)
             # a backlog is fed in slices so that estimates and diagnostics keep going out
             for i in range(0, len(ready), self.SLICE):
                 part = ready[i:i + self.SLICE]
                 with self._lock:
                     out = self._feed(part)
+                    self._in_feed -= len(part)
                 self.queue.mark_processed(part)
                 self._publish(out)
                 self._diagnostics_if_due()
@@ -459,33 +485,38 @@ class EstimatorNode(Node):
             self._diag_due.clear()
             self._publish_diagnostics()
 
-    VERDICT_COUNTS = {"stale": "discarded_at_time_jump", "too_old": "too_old_lagging_sensor"}
-    """status_counts key of the readings :class:`TimeJumps` drops."""
+    TIME_RULE_COUNTS = {"stale": "discarded_at_time_jump", "too_old": "too_old_lagging_sensor",
+                        "rejected": "rejected_stamp"}
+    """/diagnostics name (``samples <name>``) of the readings :class:`TimeJumps` drops."""
 
     def _feed(self, batch: list[QueuedReading]) -> list[tuple[str, bytes]]:
         """Feed readings to the estimator after the time-jump rules (:mod:`mbfg_ros.io.time_jumps`,
-        shared with replay): on a jump the estimator restarts; readings left over from before a
-        jump or from a sensor lagging the others by more than the window are counted, not fed."""
+        shared with replay): an out-of-line stamp is held until its new time persists (then the
+        estimator restarts on a jump) and rejected if it does not; readings left over from before
+        a jump or from a sensor lagging the others by more than the window are counted, not fed."""
         est = self.estimator
+        jumps = self.time_jumps
         for r in batch:
             if self.epoch_ns is None:
                 self.epoch_ns = (r.stamp_ns // 1_000_000_000) * 1_000_000_000
-            t = (r.stamp_ns - self.epoch_ns) * 1e-9
-            verdict = self.time_jumps.check(r.topic, r.sensor, r.stamp_ns)
-            if verdict in self.VERDICT_COUNTS:
-                key = self.VERDICT_COUNTS[verdict]
-                self.status_counts[key] = self.status_counts.get(key, 0) + 1
-                continue
+            verdict = jumps.check(r.topic, r.sensor, r.stamp_ns, r)
+            if verdict not in ("ok", "jump"):
+                continue                     # held, or dropped and counted by TimeJumps
             if verdict == "jump":
-                jump = self.time_jumps.jumps[-1]
+                jump = jumps.jumps[-1]
                 est.reset(jump.reason)
                 self._resets_seen = est.health.resets
                 self._time_jump(r, jump.direction, jump.reason)
-            status = est.add_sample(r.sensor, t, r.value)
-            self.status_counts[status] = self.status_counts.get(status, 0) + 1
-            if est.health.resets != self._resets_seen:      # the estimator's own jump check
-                self._resets_seen = est.health.resets
-                self._time_jump(r, "backwards", est.health.last_reset)
+                self._fed_stamp.clear()
+                self.health.restart()
+            for x in (*jumps.released(), r):
+                if x.stamp_ns > self._fed_stamp.get(x.sensor, -1):
+                    self._fed_stamp[x.sensor] = x.stamp_ns
+                status = est.add_sample(x.sensor, (x.stamp_ns - self.epoch_ns) * 1e-9, x.value)
+                self.status_counts[status] = self.status_counts.get(status, 0) + 1
+                if est.health.resets != self._resets_seen:      # the estimator's own jump check
+                    self._resets_seen = est.health.resets
+                    self._time_jump(x, "backwards", est.health.last_reset)
         estimates = est.pop_lagged() if self.settings["lagged"] else est.pop_estimates()
         return self._messages(estimates)
 
@@ -534,7 +565,8 @@ class EstimatorNode(Node):
                 self._pub[topic].publish(cdr)
             self.published[topic] = self.published.get(topic, 0) + 1
             if topic == joint_states:
-                self._latency.append((self.get_clock().now().nanoseconds - stamp_ns) * 1e-6)
+                self._latency.append((time.monotonic(),
+                                      (self.get_clock().now().nanoseconds - stamp_ns) * 1e-6))
 
     # ------------------------------------------------------------------------------------------
     # diagnostics
@@ -548,51 +580,78 @@ class EstimatorNode(Node):
             return 0.0
         return (newest_ns - self.epoch_ns) * 1e-9 + max(0.0, (clock_ns - self._last_receive_ns) * 1e-9)
 
+    def _sensor_figures(self) -> dict[str, SensorFigures]:
+        """Each sensor's cumulative figures for the rolling window (estimator counts plus the
+        readings the time rules dropped before it)."""
+        out = {}
+        dropped = self.time_jumps.by_sensor
+        for name, c in self.estimator.counts().items():
+            d = dropped.get(name, {})
+            reasons = {"not finite": c.rejected_nonfinite, "duplicate stamps": c.rejected_duplicate,
+                       "too old for the window": c.too_old, "discarded at a restart": c.discarded,
+                       "stamps out of line": d.get("rejected", 0),
+                       "stale after a time jump": d.get("stale", 0),
+                       "lagging the other sensors": d.get("too_old", 0)}
+            fed = self._fed_stamp.get(name)
+            out[name] = SensorFigures(arrived=c.received + sum(d.values()),
+                                      usable=c.used + c.late + c.pending, reasons=reasons,
+                                      duplicates=c.rejected_duplicate,
+                                      last_stamp=None if fed is None else (fed - self.epoch_ns) * 1e-9)
+        return out
+
     def _extra_statuses(self) -> list:
+        """The input queue and outputs statuses; their levels judge the last ``health_window``
+        seconds (a warning clears once its cause is gone), their values are run totals."""
         q = self.queue.figures()
-        level, message = outputs.OK, "ok"
         lost = sum(self.lost.values())
-        if self.worker_errors:
-            level, message = outputs.ERROR, f"{self.worker_errors} estimation worker errors (see the log)"
-        elif q["dropped"]:
-            level, message = outputs.ERROR, f"{q['dropped']} readings dropped: the queue was full"
-        elif lost:
-            level, message = outputs.ERROR, (f"{lost} messages lost in DDS before the node took "
-                                             "them (qos_depth too small, or the node starved of CPU)")
-        problems = {}
-        for topic, counter in self.router.problems.items():
-            for reason, count in counter.items():
-                problems[f"unusable {topic}"] = f"{count} x {reason}"
-        if problems and level == outputs.OK:
-            level, message = outputs.WARN, f"{sum(sum(c.values()) for c in self.router.problems.values())} unusable messages"
+        unusable = sum(sum(c.values()) for c in self.router.problems.values())
+        win = self._queue_window
+        win.update(time.monotonic(), {"worker_errors": self.worker_errors, "dropped": q["dropped"],
+                                      "lost": lost, "unusable": unusable})
+        recent = {k: int(win.delta(k)) for k in ("worker_errors", "dropped", "lost", "unusable")}
+        w = f"in the last {max(win.span, 0.0):.0f} s"
+        level, message = outputs.OK, "ok"
+        if recent["worker_errors"]:
+            level, message = outputs.ERROR, f"{recent['worker_errors']} estimation worker errors {w} (see the log)"
+        elif recent["dropped"]:
+            level, message = outputs.ERROR, f"{recent['dropped']} readings dropped {w}: the queue was full"
+        elif recent["lost"]:
+            level, message = outputs.ERROR, (f"{recent['lost']} messages lost in DDS {w} before the node "
+                                             "took them (qos_depth too small, or the node starved of CPU)")
+        elif recent["unusable"]:
+            level, message = outputs.WARN, f"{recent['unusable']} unusable messages {w}"
         values = dict(q)
         values["reordering"] = self.held
         values["worker_errors"] = self.worker_errors
         values["lost_in_dds"] = lost
         for topic, count in sorted(self.lost.items()):
             values[f"lost {topic}"] = count
-        values.update(problems)
+        for topic, counter in self.router.problems.items():
+            for reason, count in counter.items():
+                values[f"unusable {topic}"] = f"{count} x {reason}"
+        for topic, counter in self.router.disagreements.items():
+            for what, count in counter.items():
+                values[f"disagrees {topic}"] = f"{count} x {what}"
         for topic in sorted(self.router.topics):
             values[f"messages {topic}"] = self.queue.messages.get(topic, 0)
         for status, count in sorted(self.status_counts.items()):
             values[f"samples {status}"] = count
-        # samples that never arrived (lost before the node: a best-effort transport in a burst,
-        # a rig that skips): expected from each sensor's nominal rate over its stamps
-        rates = {s.name: s.rate for s in self.mech.config.sensors.all()}
-        worst = 0.0
-        for name, c in self.estimator.counts().items():
-            if name in rates and c.first_stamp is not None and c.last_stamp > c.first_stamp:
-                expected = (c.last_stamp - c.first_stamp) * rates[name] + 1
-                missing = max(0.0, 1.0 - c.received / expected)
-                values[f"missing {name}"] = f"{100 * missing:.1f} %"
-                worst = max(worst, missing)
-        if worst > 0.05 and level == outputs.OK:
-            level, message = outputs.WARN, (f"a sensor delivered {100 * worst:.0f} % fewer samples "
-                                            "than its configured rate (lost in transport, or the "
-                                            "rig publishes slower; see missing ...)")
-        lat = np.fromiter(self._latency, float) if self._latency else np.zeros(0)
+        for what, name in self.TIME_RULE_COUNTS.items():
+            values[f"samples {name}"] = sum(getattr(self.time_jumps, what).values())
+        values["samples held_out_of_line"] = self.time_jumps.held
+        # every reading queued is in exactly one place: waiting, reordering, held by the time
+        # rules, dropped by them, or received by the estimator (0 = nothing went missing)
+        received = sum(c.received for c in self.estimator.counts().values())
+        time_dropped = sum(sum(getattr(self.time_jumps, w).values()) for w in self.TIME_RULE_COUNTS)
+        values["unaccounted_readings"] = (q["queued"] - q["waiting"] - self.held - self._in_feed
+                                          - self.time_jumps.held - time_dropped - received)
+        horizon = time.monotonic() - self.health.counts.window
+        while self._latency and self._latency[0][0] < horizon:
+            self._latency.popleft()
+        lat = np.fromiter((x[1] for x in self._latency), float) if self._latency else np.zeros(0)
         out_values = {"stamp_to_publish_mean_ms": float(lat.mean()) if lat.size else 0.0,
                       "stamp_to_publish_p99_ms": float(np.percentile(lat, 99)) if lat.size else 0.0,
+                      "stamp_to_publish_window_s": self.health.counts.window,
                       "jumps_backwards": self.jumps["backwards"], "jumps_forwards": self.jumps["forwards"],
                       "epoch_s": "none" if self.epoch_ns is None else f"{self.epoch_ns * 1e-9:.0f}",
                       "lagged": self.settings["lagged"]}
@@ -604,26 +663,34 @@ class EstimatorNode(Node):
     def _publish_diagnostics(self) -> None:
         clock_ns = self.get_clock().now().nanoseconds
         with self._lock:
+            self.health.update(time.monotonic(), self._sensor_figures(),
+                               {t: dict(c) for t, c in self.router.problems.items()})
             msg = outputs.diagnostics_message(
                 self.mech, self.estimator, self._now_estimator_time(clock_ns), clock_ns,
-                node_name=self.get_name(), silence=self.settings["silence_timeout"],
-                extra=self._extra_statuses())
+                node_name=self.get_fully_qualified_name(), silence=self.settings["silence_timeout"],
+                extra=self._extra_statuses(), topic_names=self.resolved_topics,
+                verdicts=self.health.verdicts(),
+                sensor_values={name: self.health.window_values(name) for name in self.estimator.counts()})
         self._pub["/diagnostics"].publish(bytes(msgs.serialize(msg)))
-        self._log_silence(msg)
+        self._log_sensor_changes(msg)
+        release_free_memory()
 
-    def _log_silence(self, msg) -> None:
-        prefix = f"{self.get_name()}: sensor "
+    def _log_sensor_changes(self, msg) -> None:
+        """Log once when a sensor turns WARN (silent, unusable, losing readings) and when it is
+        back to ok."""
+        prefix = f"{self.get_fully_qualified_name()}: sensor "
         for status in msg.status:
             if not status.name.startswith(prefix):
                 continue
             name = status.name[len(prefix):]
-            silent = status.level == outputs.WARN and status.message.startswith("silent")
-            if silent and name not in self._silent:
-                self._silent.add(name)
-                self.get_logger().warning(f"sensor {name} ({status.hardware_id}) is {status.message}; "
-                                       "estimating from the others")
-            elif not silent and name in self._silent and status.message == "ok":
-                self._silent.discard(name)
+            bad = status.level == outputs.WARN and status.message != "no data yet"
+            if bad and name not in self._warned:
+                self._warned.add(name)
+                what = status.message if status.message.startswith("silent") else f"WARN: {status.message}"
+                self.get_logger().warning(f"sensor {name} ({status.hardware_id}) is {what}; "
+                                          "estimating from the others")
+            elif not bad and name in self._warned and status.message == "ok":
+                self._warned.discard(name)
                 self.get_logger().info(f"sensor {name} ({status.hardware_id}) is back")
 
     # ------------------------------------------------------------------------------------------
@@ -637,11 +704,13 @@ def main(args: list[str] | None = None) -> int:
     """Console script ``estimator``: exit 0 on Ctrl-C / shutdown, 2 on bad parameters."""
     follow_parent()                    # no orphan when a runner dies
     sys.setswitchinterval(0.001)       # the DDS thread gets the GIL back quickly from the worker
-    rclpy.init(args=args if args is not None else sys.argv)
+    argv = list(args if args is not None else sys.argv)
+    if not init_rclpy(argv, NODE_NAME):
+        return 2
     node = None
     try:
         try:
-            node = EstimatorNode()
+            node = EstimatorNode(ros_argv=argv)
         except (MbfgError, LookupError) as exc:
             rclpy.logging.get_logger(NODE_NAME).error(f"cannot start: {exc}")
             return 2

@@ -143,6 +143,7 @@ class LiveRig:
                    .generate_state(1)[0])
         self.index += 1
         self.sim.advance_to(t1)
+        self.sim.forget_before(t0)        # only this chunk is evaluated: memory stays flat
         view = _ChunkView(self.sim, self.scenario, t0, t1 - t0)
         options = replace(self.sensors, seed=seed, gyro_bias=0.0, gyro_bias_walk=False)
         samples = self._faults(synthesize(view, options), t0)

@@ -177,11 +177,118 @@ def _rclpy_error(spec: ParameterSpec, text: str) -> ParameterError:
     return ParameterError(f"parameter '{spec.name}': {text}; allowed: {allowed}")
 
 
-def unknown_overrides(node, specs: Iterable[ParameterSpec]) -> list[str]:
-    """Names given to the node (``-p`` or a params file) that it does not declare (typos)."""
+def unknown_overrides(node, specs: Iterable[ParameterSpec],
+                      argv: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """Names given to the node (``-p`` or a params file) that it does not declare, as
+    (errors, ignored): a name given to this node specifically (``-p``, the node's own section of
+    a params file, ``cli_args``) is a typo and an error; a name that only a wildcard section
+    (``/**``, ``/**/name``...) of a params file gives is ignored (a file shared by several nodes
+    holds other nodes' parameters), and the node says so in a warning. ``argv`` is the command
+    line the node was started with; without it every unknown name is an error."""
     names = {s.name for s in specs} | {"use_sim_time", "start_type_description_service"}
     given = getattr(node, "_parameter_overrides", {}) or {}
-    return sorted(n for n in given if n not in names and not n.startswith("qos_overrides."))
+    unknown = sorted(n for n in given if n not in names and not n.startswith("qos_overrides."))
+    if not unknown or argv is None:
+        return unknown, []
+    wildcard_only = wildcard_parameters(argv, node.get_fully_qualified_name())
+    return ([n for n in unknown if n not in wildcard_only],
+            [n for n in unknown if n in wildcard_only])
+
+
+# ---------------------------------------------------------------------------------------------
+# where parameters come from: ROS command-line arguments and params files (no rclpy needed)
+
+_VALUE_OPTIONS = {"-r", "--remap", "--log-level", "-e", "--enclave", "--log-config-file"}
+
+
+def ros_parameter_arguments(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(names given with ``-p name:=value``, params files given with ``--params-file``) in the
+    ``--ros-args`` sections of a command line."""
+    names: list[str] = []
+    files: list[str] = []
+    inside = False
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--ros-args":
+            inside = True
+        elif a == "--" and inside:
+            inside = False
+        elif inside and a in ("-p", "--param") and i + 1 < len(argv):
+            names.append(argv[i + 1].split(":=", 1)[0])
+            i += 1
+        elif inside and a == "--params-file" and i + 1 < len(argv):
+            files.append(argv[i + 1])
+            i += 1
+        elif inside and a in _VALUE_OPTIONS:
+            i += 1
+        i += 1
+    return names, files
+
+
+def params_file_sections(data: Any) -> list[tuple[str, dict[str, Any]]]:
+    """(node name pattern, {parameter: value}) of every ``ros__parameters`` section of a params
+    file's YAML (nested namespace keys joined with '/'; nested parameter names with '.')."""
+    out: list[tuple[str, dict[str, Any]]] = []
+
+    def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+        flat: dict[str, Any] = {}
+        for k, v in d.items():
+            if isinstance(v, dict):
+                flat.update(flatten(v, f"{prefix}{k}."))
+            else:
+                flat[f"{prefix}{k}"] = v
+        return flat
+
+    def walk(d: dict, path: list[str]) -> None:
+        for key, value in d.items():
+            if key == "ros__parameters" and isinstance(value, dict):
+                out.append(("/" + "/".join(p.strip("/") for p in path if p.strip("/")), flatten(value)))
+            elif isinstance(value, dict):
+                walk(value, path + [str(key)])
+
+    if isinstance(data, dict):
+        walk(data, [])
+    return out
+
+
+def is_wildcard(pattern: str) -> bool:
+    return "*" in pattern
+
+
+def matches_node(pattern: str, node_fqn: str) -> bool:
+    """Whether a params-file section name applies to the node ``node_fqn`` (``*`` is one name
+    token, ``**`` any number of them; a name without a leading '/' is absolute)."""
+    want = [t for t in pattern.split("/") if t]
+    have = [t for t in node_fqn.split("/") if t]
+
+    def match(i: int, j: int) -> bool:
+        if i == len(want):
+            return j == len(have)
+        if want[i] == "**":
+            return any(match(i + 1, k) for k in range(j, len(have) + 1))
+        return j < len(have) and (want[i] == "*" or want[i] == have[j]) and match(i + 1, j + 1)
+
+    return match(0, 0)
+
+
+def wildcard_parameters(argv: list[str], node_fqn: str) -> set[str]:
+    """Parameter names that reach the node ``node_fqn`` only through wildcard sections of its
+    params files (never through ``-p`` or a section naming the node)."""
+    import yaml
+    names, files = ros_parameter_arguments(argv)
+    specific = set(names)
+    wildcard: set[str] = set()
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = yaml.safe_load(fh)
+        except (OSError, yaml.YAMLError):
+            continue                    # rcl reports an unreadable file itself
+        for pattern, params in params_file_sections(data):
+            if matches_node(pattern, node_fqn):
+                (wildcard if is_wildcard(pattern) else specific).update(params)
+    return wildcard - specific
 
 
 def describe(specs: Iterable[ParameterSpec]) -> str:
@@ -195,3 +302,37 @@ def describe(specs: Iterable[ParameterSpec]) -> str:
         default = "" if s.default in ("", [], ()) else repr(s.default)
         rows.append(f"| `{s.name}` | {kind} | {default} | {s.description}{unit}{allowed} |")
     return "\n".join(rows)
+
+
+def empty_overrides(argv: Iterable[str]) -> list[str]:
+    """Parameters given as ``-p name:=`` with nothing after ``:=`` (``-p config:=$RIG`` with
+    RIG unset): rcl cannot parse them and rclpy.init would fail with a traceback."""
+    args = list(argv)
+    out = []
+    for i, arg in enumerate(args[:-1]):
+        if arg in ("-p", "--param"):
+            name, sep, value = args[i + 1].partition(":=")
+            if sep and not value:
+                out.append(name)
+    return out
+
+
+def init_rclpy(argv: list[str], node_name: str) -> bool:
+    """``rclpy.init(args=argv)``; False after one logged error line naming the problem when the
+    command line is refused (an empty ``-p name:=``, an unparsable ``--ros-args``)."""
+    import rclpy
+    empty = empty_overrides(argv)
+    try:
+        if empty:
+            raise ParameterError(
+                f"parameter '{empty[0]}' is given without a value ('-p {empty[0]}:=' with nothing "
+                f"after ':=': an unset shell variable?); give it a value (-p {empty[0]}:=VALUE) "
+                "or leave it out")
+        rclpy.init(args=argv)
+    except (ParameterError, RuntimeError) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if not isinstance(exc, ParameterError):
+            text = f"the ROS arguments of the command line could not be parsed: {text}"
+        rclpy.logging.get_logger(node_name).error(f"cannot start: {text}")
+        return False
+    return True

@@ -51,6 +51,7 @@ class TopicRecord:
     received: list[float] = field(default_factory=list)
     frame_ids: set[str] = field(default_factory=set)
     names: set[tuple[str, ...]] = field(default_factory=set)
+    interfaces: set[tuple[str, tuple[str, ...]]] = field(default_factory=set)   # DynamicJointState
 
     def stamp_rate(self) -> float:
         """Mean rate over the header stamps (Hz)."""
@@ -111,7 +112,7 @@ class OutputMonitor(Node):
             keep = {t if t.startswith("/") else self.names.topic(t) for t in outputs}
             wanted = {t: k for t, k in wanted.items() if t in keep}
         # the truth it compares with (not the accelerations: fewer callbacks in this process)
-        wanted.update({t: k for t, k in truth_topics(mech).items() if not t.endswith("/joint_accelerations")})
+        wanted.update({t: k for t, k in truth_topics(mech).items() if not t.endswith("/dynamic_joint_states")})
         self._est_js = self.names.topic("joint_states")
         self._truth_js = f"{self.truth_ns}/joint_states"
         for topic, msgtype in wanted.items():
@@ -152,6 +153,8 @@ class OutputMonitor(Node):
                 rec.names.add(tuple(msg.name))
             elif hasattr(msg, "joint_names"):
                 rec.names.add(tuple(msg.joint_names))
+                for joint, iv in zip(msg.joint_names, getattr(msg, "interface_values", ())):
+                    rec.interfaces.add((joint, tuple(iv.interface_names)))
             if topic == self._est_js:
                 self.estimates.append((stamp, wall_ns, np.array(msg.position), np.array(msg.velocity),
                                        np.array(msg.effort)))
@@ -251,16 +254,17 @@ class OutputMonitor(Node):
         sel = a["est_t"] >= after
         return (a["est_wall_ns"][sel] - a["est_stamp_ns"][sel]) * 1e-6
 
-    def sensor_status(self, node_name: str = "mbfg_estimator") -> dict[str, Status]:
-        """{sensor: newest status} from /diagnostics."""
-        prefix = f"{node_name}: sensor "
+    def sensor_status(self, node_name: str | None = None) -> dict[str, Status]:
+        """{sensor: newest status} from /diagnostics (statuses are named after the estimator's
+        fully qualified name, by default the one the monitor watches)."""
+        prefix = f"{node_name or self.names.namespace}: sensor "
         with self.lock:
             return {k[len(prefix):]: v for k, v in self.status.items() if k.startswith(prefix)}
 
-    def node_status(self, what: str, node_name: str = "mbfg_estimator") -> Status | None:
+    def node_status(self, what: str, node_name: str | None = None) -> Status | None:
         """The newest /diagnostics status ``<node>: <what>`` (solver, input queue, outputs)."""
         with self.lock:
-            return self.status.get(f"{node_name}: {what}")
+            return self.status.get(f"{node_name or self.names.namespace}: {what}")
 
 
 class MonitorThread:

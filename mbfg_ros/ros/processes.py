@@ -94,12 +94,18 @@ class NodeProcesses:
             out[p.name] = cmd
         return out
 
+    def process_name(self, node: NodeSpec) -> str:
+        """The name of ``node``'s process (its log file, its key in :meth:`poll`)."""
+        return self._key(node.name, node.namespace)
+
     def _key(self, name: str, namespace: str) -> str:
         return f"{namespace.strip('/').replace('/', '_')}_{name}" if namespace else name
 
     def _params_file(self, node: NodeSpec) -> Path:
         path = self.log_dir / f"{self._key(node.name, node.namespace)}.params.yaml"
-        data = {"/**": {"ros__parameters": dict(node.parameters)}}
+        # under the node's own name (as launch_ros writes them): a name the node does not have is
+        # then an error, while a wildcard section of the user's params file only warns
+        data = {node.fully_qualified_name: {"ros__parameters": dict(node.parameters)}}
         path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
         return path
 

@@ -27,6 +27,7 @@ import heapq
 import sys
 import threading
 import time
+from collections import Counter
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -35,12 +36,12 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
-from mbfg_ros.model.config import load_rig_config
-from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.validation import load_rig
 from mbfg_ros.ros.live_rig import LiveRig
 from mbfg_ros.ros.message_classes import message_class
 from mbfg_ros.ros.processes import follow_parent
-from mbfg_ros.ros.node_parameters import ParameterError, ParameterSpec, declare, unknown_overrides
+from mbfg_ros.ros.node_parameters import (ParameterError, ParameterSpec, declare, init_rclpy,
+                                          unknown_overrides)
 from mbfg_ros.sim.scenario import INPUT_PROFILES, Scenario
 from mbfg_ros.sim.sensors import SENSOR_KINDS, SensorOptions, channel_names
 
@@ -138,8 +139,7 @@ def rig_from_parameters(p: dict) -> LiveRig:
         raise ParameterError(f"parameter 'config': no such file (value: {p['config']!r})")
     if p["urdf"] and not Path(p["urdf"]).expanduser().is_file():
         raise ParameterError(f"parameter 'urdf': no such file (value: {p['urdf']!r})")
-    cfg = load_rig_config(path, urdf_override=Path(p["urdf"]).expanduser().resolve() if p["urdf"] else None)
-    mech = Mechanism(cfg)
+    mech = load_rig(path, urdf=p["urdf"] or None).mech        # the validation of `mbfg check`
     k = len(mech.dof)
     off = p["initial_error"] or [0.0]
     if len(off) not in (1, k):
@@ -186,10 +186,14 @@ def rig_from_parameters(p: dict) -> LiveRig:
 class SimRigNode(Node):
     """Publishes a LiveRig's messages on time (see the module docstring)."""
 
-    def __init__(self, node_name: str = NODE_NAME, **kwargs) -> None:
+    def __init__(self, node_name: str = NODE_NAME, ros_argv: list[str] | None = None, **kwargs) -> None:
         super().__init__(node_name, **kwargs)
         p = declare(self, SIM_RIG_PARAMETERS)
-        extra = unknown_overrides(self, SIM_RIG_PARAMETERS)
+        extra, ignored = unknown_overrides(self, SIM_RIG_PARAMETERS, ros_argv)
+        if ignored:
+            self.get_logger().warning(f"ignoring parameter(s) {', '.join(repr(e) for e in ignored)} "
+                                      "given by a wildcard section of a params file: this node has "
+                                      "no such parameter")
         if extra:
             raise ParameterError(f"unknown parameter(s) {', '.join(repr(e) for e in extra)} "
                                  f"(this node has: {', '.join(s.name for s in SIM_RIG_PARAMETERS)})")
@@ -207,6 +211,7 @@ class SimRigNode(Node):
         self._error: BaseException | None = None
         self._stop = threading.Event()
         self.published = 0
+        self.published_per_topic: Counter = Counter()
         self._seq = 0
         self._generator = threading.Thread(target=self._generate, name="sim_rig_generator", daemon=True)
         rig = self.rig
@@ -289,8 +294,9 @@ class SimRigNode(Node):
                 ahead = self._generated
                 done = rig.finished and not self._heap and self._generated >= rig.duration - 1e-9
             if done:
+                per_topic = ", ".join(f"{t} {n}" for t, n in sorted(self.published_per_topic.items()))
                 self.get_logger().info(f"the scenario ended at {rig.duration:g} s; "
-                                       f"{self.published} messages published")
+                                       f"{self.published} messages published ({per_topic})")
                 return 0
             if target > ahead:
                 if self._clock_pub is not None and not rig.finished:
@@ -315,6 +321,7 @@ class SimRigNode(Node):
                 next_clock = self._now + clock_period * factor
             for m in due:
                 self._pub[m.topic].publish(m.cdr)
+                self.published_per_topic[m.topic] += 1
             self.published += len(due)
             with self._heap_lock:
                 nxt = self._heap[0][0] if self._heap else self._now + 0.01
@@ -362,13 +369,15 @@ def main(args: list[str] | None = None) -> int:
     1 if the simulation failed."""
     follow_parent()                    # no orphan when a runner dies
     sys.setswitchinterval(0.0005)      # the publishing thread gets the GIL back quickly
-    rclpy.init(args=args if args is not None else sys.argv)
+    argv = list(args if args is not None else sys.argv)
+    if not init_rclpy(argv, NODE_NAME):
+        return 2
     node = None
     executor = None
     spinner = None
     try:
         try:
-            node = SimRigNode()
+            node = SimRigNode(ros_argv=argv)
         except (MbfgError, LookupError) as exc:
             rclpy.logging.get_logger(NODE_NAME).error(f"cannot start: {exc}")
             return 2

@@ -75,6 +75,10 @@ class HilRun:
         est = next((n for n in self.description.nodes if n.executable == "estimator"), None)
         ns = (est.namespace.strip("/") + "/") if est is not None and est.namespace else ""
         self.names = OutputNames("/" + ns + (est.name if est is not None else "mbfg_estimator"))
+        rig_node = next((n for n in self.description.nodes if n.executable == "sim_rig"), None)
+        self.rig_process = (self.processes.process_name(rig_node) if rig_node is not None
+                            else "sim_rig")
+        """The rig's process name (``<namespace>_sim_rig`` in a namespace)."""
 
     # ------------------------------------------------------------------------------------------
     @property
@@ -130,7 +134,7 @@ class HilRun:
         """Until ``count`` estimates arrived on ~/joint_states."""
         end = time.monotonic() + timeout
         while len(self.monitor.estimates) < count:
-            self._check_alive({"sim_rig"})
+            self._check_alive({self.rig_process})
             if time.monotonic() > end:
                 raise self._fail(f"fewer than {count} estimates after {timeout:g} s "
                                  f"({len(self.monitor.estimates)} arrived)")
@@ -139,23 +143,30 @@ class HilRun:
     def wait_for_rig(self, timeout: float = 120.0) -> None:
         """Until the rig process finished its run (exit status 0)."""
         end = time.monotonic() + timeout
-        while "sim_rig" not in self.processes.exited():
-            self._check_alive({"sim_rig"})
+        while self.rig_process not in self.processes.exited():
+            self._check_alive({self.rig_process})
             if time.monotonic() > end:
                 raise self._fail(f"the rig did not finish within {timeout:g} s")
             time.sleep(0.1)
-        self._check_alive({"sim_rig"})
+        self._check_alive({self.rig_process})
 
-    def wait_caught_up(self, margin: float = 0.1, timeout: float = 120.0) -> None:
+    def wait_caught_up(self, margin: float = 0.1, timeout: float = 120.0, settle: float = 1.0) -> None:
         """Until the newest estimate is within ``margin`` s of the newest truth stamp (the
-        estimator has processed everything the rig sent, even if it ran behind real time)."""
+        estimator has processed everything the rig sent, even if it ran behind real time) and,
+        once the rig has finished, neither has grown for ``settle`` s (this process, on a loaded
+        machine, may still be receiving what was published)."""
         end = time.monotonic() + timeout
+        last, since = None, time.monotonic()
         while True:
             est = self.monitor.estimates[-1][0] if self.monitor.estimates else None
             tru = self.monitor.truth[-1][0] if self.monitor.truth else None
-            if est is not None and tru is not None and est >= tru - margin * 1e9:
+            counts = (len(self.monitor.estimates), len(self.monitor.truth))
+            if counts != last:
+                last, since = counts, time.monotonic()
+            settled = self.rig_process in self.processes.exited() and time.monotonic() - since >= settle
+            if est is not None and tru is not None and est >= tru - margin * 1e9 and settled:
                 return
-            self._check_alive({"sim_rig"})
+            self._check_alive({self.rig_process})
             if time.monotonic() > end:
                 lag = "no estimates" if est is None or tru is None else f"{(tru - est) * 1e-9:.2f} s behind"
                 raise self._fail(f"the estimator did not catch up with the rig within {timeout:g} s ({lag})")

@@ -66,10 +66,15 @@ def test_every_output_topic_has_the_right_names_frames_and_rates(wall_run, four_
     assert not silent, (silent, wall_run.logs_tail())
     joints = tuple(four_bar.joint_names)
     assert m.topics[names.topic("joint_states")].names == {joints}
-    assert m.topics[names.topic("joint_accelerations")].names == {joints}
-    assert m.topics[names.topic("dof_std")].names == {tuple(four_bar.dof_names)}
+    dynamic = m.topics[names.topic("dynamic_joint_states")]
+    assert dynamic.names == {joints} and dynamic.msgtype == "control_msgs/msg/DynamicJointState"
+    # ros2_control's interface names; the DOF joints also carry their variances
+    state = ("position", "velocity", "acceleration", "effort")
+    variances = ("position_variance", "velocity_variance")
+    assert dynamic.interfaces == {(j, state + (variances if j in four_bar.dof_names else ()))
+                                  for j in joints}
     for topic in (names.topic("joint_states"), names.topic("forces/coupler_rocker"), "/tf",
-                  names.topic("dof_std")):
+                  names.topic("dynamic_joint_states")):
         # one message per keyframe: stamps 5 ms apart (the median spacing does not depend on
         # whether the test process kept up with every message)
         assert m.topics[topic].stamp_period() == pytest.approx(0.005, rel=1e-3), topic
@@ -86,8 +91,8 @@ def test_every_output_topic_has_the_right_names_frames_and_rates(wall_run, four_
     assert m.topics["/tf"].names == movable
     assert ("map", four_bar.urdf.root_link) in m.topics["/tf_static"].names
     status = set(m.status)
-    for want in [f"mbfg_estimator: sensor {s.name}" for s in four_bar.config.sensors.all()] + \
-            ["mbfg_estimator: solver", "mbfg_estimator: input queue", "mbfg_estimator: outputs"]:
+    for want in [f"/mbfg_estimator: sensor {s.name}" for s in four_bar.config.sensors.all()] + \
+            ["/mbfg_estimator: solver", "/mbfg_estimator: input queue", "/mbfg_estimator: outputs"]:
         assert want in status
     assert m.topics["/diagnostics"].count >= 4
     queue = m.node_status("input queue").values
@@ -149,3 +154,37 @@ def test_reset_service_restarts_the_estimator(sim_time_run):
     sim_time_run.wait_for_status(lambda mon: len(mon.estimates) > before + 50, 60,
                                  "estimates after the reset")
     assert "estimator reset (~/reset)" in sim_time_run.processes.log_text("mbfg_estimator")
+
+
+@pytest.fixture()
+def busy_core():
+    """Another process keeping one core busy for the whole test (a plain busy loop)."""
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.slow
+def test_rig_and_estimator_track_with_one_core_kept_busy(busy_core, tmp_path):
+    """The same run as ``wall_run`` (without covariance output) while a busy loop takes a core:
+    rig, estimator and this monitor share the other. Same accuracy bounds, every keyframe."""
+    run = HilRun(FOUR_BAR, tmp_path, duration=6.0, rig={"initial_error": [0.1]},
+                 watch=("joint_states", "/diagnostics"))
+    with run:
+        run.wait_for_estimates(timeout=120)
+        run.wait_for_rig(timeout=180)
+        run.wait_caught_up(timeout=180)
+        run.monitor.wait_for(lambda m: m.node_status("solver") is not None, 5.0)
+        err = run.monitor.tracking(after=2.0)["crank_joint"]
+        assert err["samples"] > 500, run.logs_tail()
+        assert err["q_rmse"] < 0.01 and err["v_rmse"] < 0.05, (err, run.logs_tail())
+        counts = run.monitor.sensor_status()["crank_encoder"].values
+        assert int(counts["used"]) + int(counts["pending"]) == int(counts["received"]) == 6000, counts
+        lat = run.monitor.latency_ms(after=2.0)
+        print(f"\none core busy: end-to-end latency mean {lat.mean():.1f} ms, p99 {np.percentile(lat, 99):.1f} ms; "
+              f"crank RMSE {err['q_rmse']:.2e} rad, {err['v_rmse']:.2e} rad/s")

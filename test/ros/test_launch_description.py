@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from mbfg_ros.ros.estimator_node import ESTIMATOR_PARAMETERS
-from mbfg_ros.ros.launch_description import (LAUNCH_ARGUMENTS, default_config, estimator_description,
-                                             replay_description, sim_rig_description, yaml_value)
+from mbfg_ros.ros.launch_description import (LAUNCH_ARGUMENT_CHOICES, LAUNCH_ARGUMENTS, default_config,
+                                             estimator_description, replay_description,
+                                             sim_rig_description, yaml_value)
 from mbfg_ros.ros.processes import NodeProcesses
 from mbfg_ros.ros.sim_rig_node import SIM_RIG_PARAMETERS
 
@@ -46,6 +47,7 @@ def test_sim_rig_description_couples_the_rig_clock_and_the_estimator():
     rig, est = d.nodes
     assert rig.executable == "sim_rig" and rig.required and not est.required
     assert rig.parameters["publish_clock"] is True and est.parameters["use_sim_time"] is True
+    assert "use_sim_time" not in sim_rig_description().nodes[1].parameters   # false: ROS's default
     assert rig.parameters["duration"] == 12.0 and rig.parameters["seed"] == 4
     assert rig.parameters["config"] == est.parameters["config"] == default_config()
     assert Path(default_config()).is_file()
@@ -73,9 +75,75 @@ def test_the_pip_runner_writes_the_same_parameters(tmp_path):
     cmds = procs.commands()
     assert set(cmds) == {"sim_rig", "mbfg_estimator"}
     params = yaml.safe_load((tmp_path / "sim_rig.params.yaml").read_text())
-    assert params == {"/**": {"ros__parameters": d.nodes[0].parameters}}
+    # under the node's own name, as launch_ros writes a node's parameters: typos stay errors
+    assert params == {"/sim_rig": {"ros__parameters": d.nodes[0].parameters}}
     assert cmds["sim_rig"][-4:] == ["--params-file", str(tmp_path / "sim_rig.params.yaml"),
                                     "--log-level", "info"]
+
+
+def test_log_level_is_checked_and_case_insensitive():
+    assert estimator_description(log_level="DEBUG").nodes[0].log_level == "debug"
+    with pytest.raises(ValueError, match="'log_level' must be one of debug, info, warn, error, fatal "
+                                         "\\(value: 'verbose'\\)"):
+        estimator_description(log_level="verbose")
+    with pytest.raises(ValueError, match="'log_level'"):
+        sim_rig_description(log_level="verbose")
+    assert set(LAUNCH_ARGUMENT_CHOICES["log_level"]) >= {"debug", "INFO", "warn", "ERROR", "fatal"}
+
+
+def _params_file(tmp_path, data) -> str:
+    path = tmp_path / "p.yaml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_launch_file_takes_a_params_file_and_a_log_level(kind):
+    assert {"params_file", "log_level", "namespace", "config"} <= set(LAUNCH_ARGUMENTS[kind])
+
+
+def test_a_params_file_comes_first_and_the_launch_arguments_override_it(tmp_path):
+    path = _params_file(tmp_path, {"/**": {"ros__parameters": {"lag": 2.0, "config": "/rigs/a.yaml"}},
+                                   "/rig1/sim_rig": {"ros__parameters": {"seed": 3}}})
+    (est,) = estimator_description(params_file=path, namespace="rig1").nodes
+    assert est.params_files == (path,) and est.parameters == {}        # the file's config is used
+    args = est.ros_arguments("own.yaml")
+    assert args.index(path) < args.index("own.yaml")                  # ours come after the file
+    (est,) = estimator_description("/rigs/b.yaml", params_file=path, use_sim_time=True).nodes
+    assert est.parameters == {"config": "/rigs/b.yaml", "use_sim_time": True}
+    rig, est = sim_rig_description(params_file=path, namespace="rig1").nodes
+    assert rig.params_files == est.params_files == (path,)
+    (est,) = replay_description("/bag", params_file=path).nodes
+    assert est.params_files == (path,) and "config" not in est.parameters
+    # without a params file (or without a config in it) the four-bar is the default
+    (est,) = estimator_description().nodes
+    assert est.parameters == {"config": default_config()} and est.params_files == ()
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"/**": {"ros__parameters": {"lag": "long"}}},
+     "section /**: parameter 'lag' must be a number (value: 'long')"),
+    ({"/mbfg_estimator": {"ros__parameters": {"keyframe_rat": 100.0}}},
+     "section /mbfg_estimator: /mbfg_estimator has no parameter 'keyframe_rat'"),
+    ({"/**": {"ros__parameters": {"use_sim_time": "yes"}}}, "'use_sim_time' must be true or false"),
+    ({"/other_node": {"ros__parameters": {"lag": 1.0}}}, "no section applies to /mbfg_estimator"),
+    ({"lag": 1.0}, "no '<node>: ros__parameters:' section"),
+    ("/**: [", "not valid YAML"),
+])
+def test_a_bad_params_file_is_one_clear_error(tmp_path, data, words):
+    path = _params_file(tmp_path, data)
+    with pytest.raises(ValueError) as err:
+        estimator_description(params_file=path)
+    assert words in str(err.value) and path in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_wildcard_section_may_hold_other_nodes_parameters(tmp_path):
+    path = _params_file(tmp_path, {"/**": {"ros__parameters": {"robot_description_semantic": "x",
+                                                               "lag": 0.5}}})
+    (est,) = estimator_description(params_file=path).nodes
+    assert est.params_files == (path,)
+    with pytest.raises(ValueError, match="no such file"):
+        estimator_description(params_file=str(tmp_path / "missing.yaml"))
 
 
 @pytest.mark.parametrize("value, text", [(True, "true"), (2, "2"), (0.5, "0.5"), ([1.0, 2], "[1.0, 2]"),
