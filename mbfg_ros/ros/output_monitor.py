@@ -222,6 +222,14 @@ class OutputMonitor(Node):
                          "samples": int(eq.size)}
         return out
 
+    def coverage(self) -> str:
+        """What the tracking figures rest on, for assertion messages: how many estimates and
+        truth samples arrived and the stamps they span (s from the first estimate)."""
+        a = self.arrays()
+        def span(t):
+            return f"{t.size} from {t[0]:.3f} to {t[-1]:.3f} s" if t.size else "none"
+        return f"estimates {span(a['est_t'])}; truth {span(a['truth_t'])}"
+
     def force_series(self, name: str) -> tuple[np.ndarray, ...]:
         """(est_t, est_force (N, 3), truth_t, truth_force (N, 3)), times from the first estimate."""
         t0 = int(self.arrays()["t0_ns"])

@@ -346,7 +346,7 @@ class SimRigNode(Node):
             return
         end = time.monotonic() + limit
         while rclpy.ok() and not self._stop.is_set():
-            missing = sorted(t for t, n in need.items() if self.count_subscribers(t) < n)
+            missing = sorted(t for t, n in need.items() if self._matched(t) < n)
             if not missing:
                 self.get_logger().info("the subscribers are there: starting")
                 return
@@ -355,6 +355,13 @@ class SimRigNode(Node):
                                           "starting anyway")
                 return
             time.sleep(0.05)
+
+    def _matched(self, topic: str) -> int:
+        """Subscriptions DDS has matched with this node's publisher of ``topic`` (the graph's
+        count can see a subscriber before its reader is matched, and what is published in
+        between never reaches it)."""
+        pub = self._pub.get(topic)
+        return pub.get_subscription_count() if pub is not None else self.count_subscribers(topic)
 
     def stop(self) -> None:
         self._stop.set()

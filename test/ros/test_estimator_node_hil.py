@@ -47,7 +47,7 @@ def test_rig_and_estimator_converge_and_track(wall_run):
     m = wall_run.monitor
     err = m.tracking(after=2.0)
     crank = err["crank_joint"]
-    assert crank["samples"] > 500, wall_run.logs_tail()
+    assert crank["samples"] > 500, (m.coverage(), wall_run.logs_tail())
     assert crank["q_rmse"] < 0.01, (err, wall_run.logs_tail())
     assert crank["v_rmse"] < 0.05, (err, wall_run.logs_tail())
     f_rmse, f_rms = m.force_rmse("coupler_rocker", after=2.0)

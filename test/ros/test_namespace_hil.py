@@ -34,11 +34,12 @@ def test_a_namespace_moves_relative_inputs_and_absolute_ones_stay(tmp_path):
         run.monitor.wait_for(lambda m: m.node_status("input queue") is not None, 10.0)
         status = run.monitor.sensor_status()              # "/rig1/mbfg_estimator: sensor ..."
         err = run.monitor.tracking(after=1.0)
+        coverage = run.monitor.coverage()
         names = set(run.monitor.status)
     assert "/rig1/rocker_pin/wrench" in topics and "/plant/encoders" in topics, sorted(topics)
     assert "/rocker_pin/wrench" not in topics and "/rig1/plant/encoders" not in topics
     assert "/rig1/mbfg_estimator/joint_states" in topics
     assert int(status["crank_encoder"].values["used"]) > 500, (status, run.logs_tail())
     assert int(status["rocker_pin_load"].values["used"]) > 100, (status, run.logs_tail())
-    assert err["crank_joint"]["q_rmse"] < 0.01, err
+    assert err["crank_joint"]["q_rmse"] < 0.01, (err, coverage, run.logs_tail())
     assert names and all(name.startswith("/rig1/mbfg_estimator: ") for name in names), names
