@@ -25,14 +25,31 @@ import yaml
 from mbfg_ros.ros.launch_description import Description, NodeSpec, ProcessSpec
 
 
+_DOMAINS_USED: set[int] = set()
+
+
+def fresh_domain_id() -> int:
+    """A random ROS domain in 1..101 that this process has not handed out before (until all
+    have been): nodes killed by an earlier run stay in their peers' discovery data until their
+    lease expires, and a new run on the same domain would meet them."""
+    free = [d for d in range(1, 102) if d not in _DOMAINS_USED]
+    if not free:
+        _DOMAINS_USED.clear()
+        free = list(range(1, 102))
+    domain = random.choice(free)
+    _DOMAINS_USED.add(domain)
+    return domain
+
+
 def ros_environment(log_dir: str | Path, domain_id: int | None = None,
                     base: dict[str, str] | None = None) -> dict[str, str]:
     """Environment of child processes on their own DDS domain: ``ROS_DOMAIN_ID`` (random in
-    1..101 unless given: DDS ports of higher domains reach Linux's ephemeral port range),
+    1..101 and fresh in this process unless given: DDS ports of higher domains reach Linux's
+    ephemeral port range),
     ``ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST``, ``ROS_LOG_DIR`` under ``log_dir``,
     unbuffered Python output, no colour codes in the logs."""
     env = dict(os.environ if base is None else base)
-    env["ROS_DOMAIN_ID"] = str(domain_id if domain_id is not None else random.randint(1, 101))
+    env["ROS_DOMAIN_ID"] = str(domain_id if domain_id is not None else fresh_domain_id())
     env["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
     env["ROS_LOG_DIR"] = str(Path(log_dir) / "ros")
     env["PYTHONUNBUFFERED"] = "1"
