@@ -92,10 +92,16 @@ class OutputMonitor(Node):
 
     def __init__(self, mech: Mechanism, names: OutputNames | None = None, *, context=None,
                  node_name: str = "mbfg_monitor", covariance: bool = True,
-                 outputs: tuple[str, ...] | None = None) -> None:
+                 outputs: tuple[str, ...] | None = None, truth_after_estimator: bool = False) -> None:
         """``outputs``: record only these of the estimator's topics (relative names such as
         "joint_states", "forces/<name>", "/tf", "/diagnostics"; default: all of them). The
-        estimator skips outputs nobody subscribes to, so a lean monitor costs it less."""
+        estimator skips outputs nobody subscribes to, so a lean monitor costs it less.
+
+        ``truth_after_estimator``: subscribe to the truth only once the estimator's
+        ~/joint_states publisher is matched. A rig that waits for a truth subscriber (sim_rig
+        ``wait_for_truth``) then starts only when the estimates will reach this monitor too;
+        otherwise, on a loaded machine, the first seconds of estimates can be published before
+        DDS has matched this monitor and never arrive."""
         super().__init__(node_name, context=context, enable_rosout=False)
         self.mech = mech
         self.names = names or OutputNames()
@@ -112,14 +118,27 @@ class OutputMonitor(Node):
             keep = {t if t.startswith("/") else self.names.topic(t) for t in outputs}
             wanted = {t: k for t, k in wanted.items() if t in keep}
         # the truth it compares with (not the accelerations: fewer callbacks in this process)
-        wanted.update({t: k for t, k in truth_topics(mech).items() if not t.endswith("/dynamic_joint_states")})
+        truth = {t: k for t, k in truth_topics(mech).items() if not t.endswith("/dynamic_joint_states")}
         self._est_js = self.names.topic("joint_states")
         self._truth_js = f"{self.truth_ns}/joint_states"
-        for topic, msgtype in wanted.items():
-            self.topics[topic] = TopicRecord(msgtype)
-            self.create_subscription(message_class(msgtype), topic,
-                                     lambda m, topic=topic: self._on(topic, m),
-                                     LATCHED if topic == "/tf_static" else RELIABLE)
+        self._subscription_of: dict[str, object] = {}
+        self._subscribe(wanted if truth_after_estimator else {**wanted, **truth})
+        self._truth_timer = None
+        if truth_after_estimator:
+            def subscribe_truth() -> None:
+                est = self._subscription_of.get(self._est_js)
+                if est is None or est.get_publisher_count() > 0:
+                    self._truth_timer.cancel()
+                    self._subscribe(truth)
+            self._truth_timer = self.create_timer(0.05, subscribe_truth)
+
+    def _subscribe(self, topics: dict[str, str]) -> None:
+        with self.lock:
+            for topic, msgtype in topics.items():
+                self.topics[topic] = TopicRecord(msgtype)
+                self._subscription_of[topic] = self.create_subscription(
+                    message_class(msgtype), topic, lambda m, topic=topic: self._on(topic, m),
+                    LATCHED if topic == "/tf_static" else RELIABLE)
 
     # ------------------------------------------------------------------------------------------
     def _on(self, topic: str, msg) -> None:
@@ -279,12 +298,13 @@ class MonitorThread:
     """An OutputMonitor spinning in a background thread on its own rclpy context."""
 
     def __init__(self, mech: Mechanism, domain_id: int, names: OutputNames | None = None,
-                 node_name: str = "mbfg_monitor", outputs: tuple[str, ...] | None = None) -> None:
+                 node_name: str = "mbfg_monitor", outputs: tuple[str, ...] | None = None,
+                 truth_after_estimator: bool = False) -> None:
         os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
         self.context = rclpy.Context()
         rclpy.init(args=[], context=self.context, domain_id=int(domain_id))
         self.monitor = OutputMonitor(mech, names, context=self.context, node_name=node_name,
-                                     outputs=outputs)
+                                     outputs=outputs, truth_after_estimator=truth_after_estimator)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.monitor)
         self._thread = threading.Thread(target=self._spin, name="mbfg_monitor", daemon=True)

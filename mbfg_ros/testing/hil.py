@@ -89,7 +89,14 @@ class HilRun:
 
     def start(self) -> "HilRun":
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._monitor = MonitorThread(self.mech, self.domain_id, self.names, outputs=self.watch)
+        # a rig that waits for the monitor's truth subscription then also waits, in effect, for
+        # the estimates to reach the monitor (see OutputMonitor's truth_after_estimator)
+        rig_node = next((n for n in self.description.nodes if n.executable == "sim_rig"), None)
+        has_estimator = any(n.executable == "estimator" for n in self.description.nodes)
+        gated = (has_estimator and rig_node is not None
+                 and bool(rig_node.parameters.get("wait_for_truth", False)))
+        self._monitor = MonitorThread(self.mech, self.domain_id, self.names, outputs=self.watch,
+                                      truth_after_estimator=gated)
         try:
             self.processes.start()
         except BaseException:
