@@ -94,13 +94,20 @@ class JointConfig:
 
 @dataclass(frozen=True)
 class EncoderConfig:
-    """Joint encoder: sensor_msgs/JointState on ``topic``, position of ``joint`` (rad or m)."""
+    """Joint encoder: sensor_msgs/JointState on ``topic``, position of ``joint`` (rad or m).
+
+    ``multi_turn`` (default true): the reading is a continuous count (rad since the zero, any
+    number of turns: a counter or a motor drive's position), compared with the joint angle as
+    it is, so a whole-turn slip of the estimate is a 2 pi residual, never hidden. False: a
+    single-turn (absolute) encoder whose reading wraps into [-pi, pi); the residual is then
+    taken modulo 2 pi. Prismatic joints ignore it."""
     name: str
     joint: str
     noise: float
     topic: str
     rate: float = 1000.0
     resolution: float = 0.0
+    multi_turn: bool = True
 
 
 @dataclass(frozen=True)
@@ -311,7 +318,8 @@ def _sensors(root: YamlNode) -> SensorsConfig:
     for n in s.nodes("encoders"):
         encoders.append(EncoderConfig(name=n.str("name"), joint=n.str("joint"), noise=_noise(n),
                                       topic=_topic(n), rate=_rate(n, 1000.0),
-                                      resolution=n.float("resolution", 0.0, nonnegative=True)))
+                                      resolution=n.float("resolution", 0.0, nonnegative=True),
+                                      multi_turn=n.bool("multi_turn", True)))
         n.finish()
     for n in s.nodes("gyros"):
         name = n.str("name")
