@@ -44,6 +44,7 @@ import numpy as np
 import scipy.linalg
 
 from mbfg_ros.errors import AssemblyError
+from mbfg_ros.estimation.divergence import DivergenceMonitor
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.outputs import ClosureForce, Estimate, Forces, Health, SensorCounts
 from mbfg_ros.estimation.relinearization import StepRecords, select_steps
@@ -111,8 +112,9 @@ class Estimator:
         self._lagged_every = max(1, int(round(LAGGED_PERIOD * self.cfg.keyframe_rate)))
         self.want_lagged = lagged
         self.want_covariance = covariance
-        self.health = Health()
+        self.health = Health(divergence=DivergenceMonitor(self.cfg.divergence_window, self.cfg.divergence_sigma))
         self.fn = step_function or compiled_step_function(mechanism, self.cfg, self.lay, self.h)
+        self._check = self.fn.step.fresh()             # the divergence test's own buffers
         self.layout = self.fn.layout
         streams = [SensorStream(res.name, res.kind, res.index, res.dim) for res in self.fn.residuals]
         self._measuring = streams
@@ -228,6 +230,7 @@ class Estimator:
         """Forget everything and start again from the config's initial state."""
         self.health.resets += 1
         self.health.last_reset = reason
+        self.health.divergence.restart()
         self._command_t.clear()
         self._command_y.clear()
         for s in self._sensors.values():
@@ -557,6 +560,7 @@ class Estimator:
             for g in group:
                 self._x[g.k] = self.smoother.estimate(g.k)
             last = group[-1].k
+            self._divergence_test(group[-1])
             for kk in [kk for kk in self._x if kk < last - 1]:
                 del self._x[kk]
             self._relinearize()
@@ -602,6 +606,20 @@ class Estimator:
             self._start_fresh(None)
             return
         self._recover(k, str(exc) or type(exc).__name__, readings)
+
+    def _divergence_test(self, g: _GroupStep) -> None:
+        """Hand the whitened residuals of step g's readings at the new estimate to the rolling
+        divergence test (:mod:`.divergence`; the newest step of each update)."""
+        x0 = self._x.get(g.k - 1)
+        if x0 is None or not any(g.taken):
+            return
+        fn = self._check
+        fn(x0, self._x[g.k], self.records.parameters(g.k))
+        t = self._time(g.k)
+        mon = self.health.divergence
+        for b, s, c in zip(self.layout.blocks, self._measuring, g.taken):
+            if c:
+                mon.add(s.name, t, fn.abs[b.readings.start:b.readings.start + c])
 
     def _count_step(self) -> list[int]:
         """Counts and innovation scales of the readings in the step just linearized; returns

@@ -218,6 +218,8 @@ class EstimatorConfig:
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     robust_loss: RobustLossConfig = field(default_factory=RobustLossConfig)
     divergence_threshold: float = 1e6
+    divergence_window: float = 0.5
+    divergence_sigma: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -393,7 +395,11 @@ def _estimator(root: YamlNode) -> EstimatorConfig:
         estimate_gravity=e.bool("estimate_gravity", d.estimate_gravity),
         estimate_mass_link=e.str("estimate_mass_link", ""),
         noise=noise, robust_loss=robust,
-        divergence_threshold=e.float("divergence_threshold", d.divergence_threshold, positive=True))
+        divergence_threshold=e.float("divergence_threshold", d.divergence_threshold, positive=True),
+        divergence_window=e.float("divergence_window", d.divergence_window, positive=True, min=0.01, max=60.0,
+                                  unit="s"),
+        divergence_sigma=e.float("divergence_sigma", d.divergence_sigma, positive=True, min=1.0, max=1e6,
+                                 unit="sigmas"))
     problem = window_problem(cfg.keyframe_rate, cfg.lag)
     if problem:
         raise e.error("lag", problem, cfg.lag)

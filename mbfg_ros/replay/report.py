@@ -11,7 +11,10 @@ received minus every outcome, rate; and dropped before the estimator by the time
 rejected_stamp, stale, too_old_lagging), ``problems`` (per topic: reason -> messages, including
 the messages a damaged bag held but that could not be read), ``damage`` (regions: where a bag
 is damaged; truncated; unknown_loss), ``missing_topics``, ``time_jumps``, ``health`` (keyframes,
-recoveries, resets, last ones, relinearizations, latency_ms mean/p99/max), ``truth``, ``skip``,
+recoveries, resets, last ones, relinearizations, latency_ms mean/p99/max), ``diverged`` (spans in
+which a sensor failed the divergence test: sensor, start, end (null: to the end), peak_sigma;
+s of the estimator's time like the CSV's ``stamp``), ``divergence_test`` (window_s, limit_sigma),
+``truth``, ``skip``,
 ``rmse`` ({joint: {position, velocity, acceleration[, effort]}}), ``rmse_forces`` ({closure:
 {force_x .. torque_z}}, {load cell: {reading}}), ``residuals`` (per sensor), ``output``.
 Missing values are null.
@@ -99,6 +102,10 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
                    "last_recovery": h.last_recovery or None, "last_reset": h.last_reset or None,
                    "relinearizations": h.relinearizations, "residual_rms": _num(h.residual_rms),
                    "latency_ms": {"mean": mean, "p99": p99, "max": mx}},
+        # the rolling innovation test (mbfg_ros.estimation.divergence): spans in which a sensor's
+        # whitened residual RMS over divergence_window s exceeded divergence_sigma
+        "diverged": [p.as_dict() for p in h.divergence.periods],
+        "divergence_test": {"window_s": h.divergence.window, "limit_sigma": h.divergence.limit},
         "truth": comparison is not None,
         "skip": comparison.skip if comparison is not None else None,
         "rmse_samples": comparison.samples if comparison is not None else 0,
@@ -212,6 +219,11 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
                  f"max {lat['max']:.2f} ms")
     if h["last_recovery"]:
         lines.append(f"  last recovery: {h['last_recovery']}")
+    for d in f.get("diverged", []):
+        end = "the end" if d["end"] is None else f"{d['end']:.3f} s"
+        lines.append(f"DIVERGED: {d['sensor']}: whitened residual RMS over "
+                     f"{f['divergence_test']['window_s']:g} s above {f['divergence_test']['limit_sigma']:g} sigma "
+                     f"from {d['start']:.3f} s to {end} (peak {d['peak_sigma']:.1f} sigma)")
     if h["last_reset"]:
         lines.append(f"  last reset: {h['last_reset']}")
     if f["truth"]:
@@ -258,7 +270,8 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
 
 def write_csv(path: str | Path, res: ReplayResult, comparison: Comparison | None) -> int:
     """One row per keyframe: stamp (s, relative to ``epoch``), absolute stamp, keyframe, q, v, a,
-    effort per joint, closure force/torque (frame_b), load cells, DOF std if known, and the truth
+    effort per joint, closure force/torque (frame_b), load cells, ``diverged`` (1 while a sensor
+    failed the divergence test), DOF std if known, and the truth
     at the stamp (``true_*``) when present. Returns the number of rows."""
     mech, e = res.mech, res.estimates
     cols: list[tuple[str, np.ndarray]] = [("stamp", e.t), ("stamp_abs", e.t + res.epoch_ns / 1e9),
@@ -270,6 +283,7 @@ def write_csv(path: str | Path, res: ReplayResult, comparison: Comparison | None
         cols += [(f"{name}_{COMPONENTS[3 + k]}", e.closure_torque[:, i, k]) for k in range(3)]
     for i, c in enumerate(mech.load_cells):
         cols.append((c.config.name, e.load_cells[:, i]))
+    cols.append(("diverged", res.health.divergence.diverged_at(e.t).astype(float)))
     if np.isfinite(e.std).any():
         g = len(mech.dof)
         cols += [(f"std_q_{j}", e.std[:, i]) for i, j in enumerate(mech.dof_names)]
