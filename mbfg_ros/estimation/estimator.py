@@ -152,8 +152,8 @@ class Estimator:
     def _initial_state(self) -> np.ndarray:
         """The state keyframe 0 starts from: ``initial_q``/``initial_v`` if given; else, with
         ``initial_pose: sensors`` and encoders on every DOF, the assembly at the first encoder
-        readings (branch from the last estimate, or the config's hint); else the config's initial
-        assembly."""
+        readings (branch from the last estimate, or the config's hint) with the config's initial
+        DOF velocities; else the config's initial assembly."""
         mech, lay = self.mech, self.lay
         if self._initial_q is not None:
             q = np.asarray(self._initial_q, float)
@@ -165,7 +165,9 @@ class Estimator:
                 hint = self._branch_hint if self._branch_hint is not None else q
                 try:
                     q = assemble(mech, self.data, z, hint).q
-                    v = solve_velocity(mech, self.data, q, np.zeros(len(mech.dof)))
+                    # the config's DOF velocities (a rig recorded running starts at speed)
+                    v_dof = np.array([v[mech.index[name]] for name in mech.dof_names])
+                    v = solve_velocity(mech, self.data, q, v_dof)
                 except AssemblyError:
                     pass                              # keep the config's assembly
         a, lam = mech.forward_dynamics(self.data, q, v)

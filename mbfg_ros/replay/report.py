@@ -15,7 +15,9 @@ recoveries, resets, last ones, relinearizations, latency_ms mean/p99/max), ``div
 which a sensor failed the divergence test: sensor, start, end (null: to the end), peak_sigma;
 s of the estimator's time like the CSV's ``stamp``), ``divergence_test`` (window_s, limit_sigma),
 ``truth``, ``skip``,
-``rmse`` ({joint: {position, velocity, acceleration[, effort]}}), ``rmse_forces`` ({closure:
+``rmse`` ({joint: {position, velocity, acceleration[, effort]}}; angles unwrapped),
+``turn_slips`` ({angular joint: whole-turn slips}), ``effort_compared`` (what the effort RMSE
+compares), ``rmse_forces`` ({closure:
 {force_x .. torque_z}}, {load cell: {reading}}), ``residuals`` (per sensor), ``output``.
 Missing values are null.
 """
@@ -113,6 +115,10 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         if comparison is not None else {},
         "rmse_forces": {f: {k: _num(v) for k, v in row.items()} for f, row in comparison.rmse_forces.items()}
         if comparison is not None else {},
+        # angular joints: how often the estimate's whole-turn count against the truth changed
+        "turn_slips": dict(comparison.turn_slips) if comparison is not None else {},
+        "effort_compared": "actuator effort (known + estimated inputs, without friction) vs the truth's "
+                           "joint_states effort",
         "residuals": {name: r.summary() for name, r in residuals.items()},
         "output": res.output,
     }
@@ -238,6 +244,10 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         for r in rows:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if f.get("turn_slips"):
+            lines.append("  angles compared unwrapped; whole-turn slips: " + ", ".join(
+                f"{j} {n}" + (" (SLIPPED)" if n else "") for j, n in f["turn_slips"].items())
+                + "; effort: actuator effort without friction vs the truth's joint_states effort")
         for name, row in f["rmse_forces"].items():
             if "reading" in row:
                 k = [c.config.name for c in mech.load_cells].index(name)
