@@ -40,3 +40,18 @@ def test_unobservable_dof_is_named(tmp_path, capsys):
     assert facts["observable"] is False
     assert any(u.startswith("crank2_joint") for u in facts["unobservable"])
     assert "NOT observable" in capsys.readouterr().out
+
+
+def test_check_states_the_keyframe_rate_a_fast_rig_needs_and_warns_when_too_low(tmp_path, capsys):
+    from pathlib import Path
+    from mbfg_ros.cli.main import main
+    root = Path(__file__).resolve().parent.parent.parent
+    assert main(["check", str(root / "config" / "fast_crank.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "top speed 80 rad/s needs keyframes at 400 Hz" in out and "WARNING" not in out
+    text = (root / "config" / "fast_crank.yaml").read_text().replace("../urdf/", str(root / "urdf") + "/")
+    (tmp_path / "slow.yaml").write_text(text + "estimator:\n  keyframe_rate: 200.0\n")
+    assert main(["check", str(tmp_path / "slow.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING: keyframe_rate 200 Hz is below the 400 Hz a top speed of 80 rad/s needs" in out
+    assert "integration noise is raised" in out
