@@ -3,8 +3,8 @@ whose motor torque the estimator does not know, simulated with ``mbfg simulate``
 with the default estimator settings (keyframe_rate auto from ``mechanism.top_speed``); and the
 same rig with the integration noise forced 1000x too small, which the divergence test flags.
 
-Figures (10 s, see the closing note of issue 12; ``scripts`` below print them): crank position
-0.3-1.0 mrad, velocity 0.05-0.5 % of its RMS, motor torque 2-12 % of its RMS, no slip.
+Figures of a 10 s run: crank position 0.35-1.2 mrad, velocity 0.05-0.5 % of its RMS, motor
+torque 1.7-11.5 % of its RMS, no slip, no divergence.
 """
 from __future__ import annotations
 
@@ -75,7 +75,9 @@ def test_default_settings_track_the_fast_rig(fast_bag, sensors, lagged):
     assert s["position"] <= 5e-3, s
     assert s["velocity"] <= 0.01, s
     assert s["slips"] == 0, s
-    assert s["effort"] <= 0.15, s        # the issue asks 10 %: see the closing note (encoder + load cell)
+    # the issue asks 10 %; the filtered estimate of encoder + load cell is at 11.5 % (10 s run; noise
+    # limited: 1 kHz keyframes give 10.4 %; lagged 2.8 %), the others 1.7-7.2 %
+    assert s["effort"] <= (0.13 if (sensors, lagged) == ("encoder_load_cell", False) else 0.10), s
     assert not res.health.divergence.open, s
 
 
