@@ -6,7 +6,9 @@ joint is unwrapped in time first (a recorder may publish it wrapped), the estima
 the error is taken relative to the whole-turn offset at the first compared stamp (so a
 single-turn start one turn away is no error), so a crank that falls behind by whole turns shows
 in the RMSE; ``turn_slips`` counts, per angular joint, how often the error's whole-turn count
-changed over the compared stamps (0 on a healthy run). Effort: the estimate's actuator effort
+changed over the compared stamps (0 on a healthy run); ``startup`` holds the largest position
+and velocity errors within the skipped start of each era (the start-up transient, reported, not
+hidden). Effort: the estimate's actuator effort
 (known + estimated inputs, without friction) against the truth's joint_states effort, which
 ``mbfg simulate`` writes as the applied actuator effort without friction: like with like.
 The RMSE skips the first ``skip`` seconds of each era (the estimator's convergence from the
@@ -47,6 +49,7 @@ class Comparison:
     rmse: dict[str, dict[str, float | None]] = field(default_factory=dict)
     rmse_forces: dict[str, dict[str, float | None]] = field(default_factory=dict)
     turn_slips: dict[str, int] = field(default_factory=dict)   # angular joint -> whole-turn slips
+    startup: dict[str, dict[str, float | None]] = field(default_factory=dict)  # joint -> max |error| in the skip
 
     @property
     def samples(self) -> int:
@@ -58,6 +61,12 @@ def _rmse(err: np.ndarray, used: np.ndarray) -> float | None:
     x = x[np.isfinite(x)]
     with np.errstate(over="ignore"):        # a damaged truth message can hold 1e300
         return float(np.sqrt(np.mean(x * x))) if x.size else None
+
+
+def _max_abs(err: np.ndarray, sel: np.ndarray) -> float | None:
+    x = err[sel]
+    x = x[np.isfinite(x)]
+    return float(np.max(np.abs(x))) if x.size else None
 
 
 def era_starts(est: EstimateSeries) -> np.ndarray:
@@ -97,6 +106,11 @@ def compare(mech: Mechanism, est: EstimateSeries, truth: TruthSeries, skip: floa
     c = Comparison(skip, t, used, tq, tv, ta, teff, eq, est.v - tv,
                    None if ta is None else est.a - ta, est.effort - teff)
     c.turn_slips = slips
+    # the start-up transient the RMSE skips: the largest errors in the first ``skip`` s of each era
+    early = (t < era_starts(est) + skip) & np.all(np.isfinite(tq), axis=1)
+    for j, name in enumerate(mech.joint_names):
+        c.startup[name] = {"position_max": _max_abs(c.error_q[:, j], early),
+                           "velocity_max": _max_abs(c.error_v[:, j], early)}
     actuated = set(mech.input_joints) | set(mech.known_input_joints)
     for j, name in enumerate(mech.joint_names):
         row = {"position": _rmse(c.error_q[:, j], used), "velocity": _rmse(c.error_v[:, j], used),

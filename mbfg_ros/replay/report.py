@@ -16,7 +16,8 @@ which a sensor failed the divergence test: sensor, start, end (null: to the end)
 s of the estimator's time like the CSV's ``stamp``), ``divergence_test`` (window_s, limit_sigma),
 ``truth``, ``skip``,
 ``rmse`` ({joint: {position, velocity, acceleration[, effort]}}; angles unwrapped),
-``turn_slips`` ({angular joint: whole-turn slips}), ``effort_compared`` (what the effort RMSE
+``turn_slips`` ({angular joint: whole-turn slips}), ``startup`` ({joint: position_max,
+velocity_max}: the largest errors in the skipped start), ``effort_compared`` (what the effort RMSE
 compares), ``rmse_forces`` ({closure:
 {force_x .. torque_z}}, {load cell: {reading}}), ``residuals`` (per sensor), ``output``.
 Missing values are null.
@@ -117,6 +118,8 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         if comparison is not None else {},
         # angular joints: how often the estimate's whole-turn count against the truth changed
         "turn_slips": dict(comparison.turn_slips) if comparison is not None else {},
+        "startup": {j: {k: _num(v) for k, v in row.items()} for j, row in comparison.startup.items()}
+        if comparison is not None else {},
         "effort_compared": "actuator effort (known + estimated inputs, without friction) vs the truth's "
                            "joint_states effort",
         "residuals": {name: r.summary() for name, r in residuals.items()},
@@ -244,6 +247,11 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         for r in rows:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if f.get("startup"):
+            u0 = {name: _unit(mech, j) for j, name in enumerate(mech.joint_names)}
+            lines.append(f"  start-up (the skipped first {f['skip']:g} s), largest errors: " + ", ".join(
+                f"{j} {_g(r['position_max'], u0[j][0])}, {_g(r['velocity_max'], u0[j][1])}"
+                for j, r in f["startup"].items() if r["position_max"] is not None and j in mech.dof_names))
         if f.get("turn_slips"):
             lines.append("  angles compared unwrapped; whole-turn slips: " + ", ".join(
                 f"{j} {n}" + (" (SLIPPED)" if n else "") for j, n in f["turn_slips"].items())
