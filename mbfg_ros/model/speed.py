@@ -55,3 +55,57 @@ def rate_for_default_noise(sigma_v: float, top_speed: float) -> float:
     if w <= 0:
         return 0.0
     return (w ** 4 / (12.0 * sigma_v)) ** (1.0 / 3.0)
+
+
+def top_speed_from_bag(mech, bag, remap: dict[str, str] | None = None) -> dict:
+    """The DOF speeds a recording shows: per encoder on a DOF joint, the largest |dq/dt| over
+    10 ms differences of its readings (a 99.9th percentile, so a noise spike does not count),
+    in rad/s or m/s. Returns {"top_speed": max or None, "encoders": {name: speed},
+    "readings": {name: count}, "problem": text or None}."""
+    import numpy as np
+
+    from mbfg_ros.io.bag_reader import read_bag
+    from mbfg_ros.io.topic_names import resolve_topic
+    remap = remap or {}
+    encs = [e for e in mech.encoders if e.config.joint in mech.dof_names]
+    if not encs:
+        return {"top_speed": None, "encoders": {}, "readings": {},
+                "problem": "no encoder measures a DOF: the top speed cannot be read from a recording"}
+    topics = {}
+    for e in encs:
+        t = resolve_topic(e.config.topic)
+        topics.setdefault(remap.get(t, t), []).append(e)
+    data = {e.config.name: ([], []) for e in encs}
+    for rec in read_bag(bag, topics=list(topics)):
+        msg = rec.msg
+        names = list(msg.name)
+        st = msg.header.stamp
+        stamp = st.sec + st.nanosec * 1e-9
+        for e in topics.get(rec.topic, []):
+            if e.config.joint in names:
+                i = names.index(e.config.joint)
+                if i < len(msg.position):
+                    data[e.config.name][0].append(stamp)
+                    data[e.config.name][1].append(float(msg.position[i]))
+    speeds, counts = {}, {}
+    for name, (t, q) in data.items():
+        counts[name] = len(t)
+        if len(t) < 3:
+            continue
+        t = np.asarray(t)
+        q = np.asarray(q)
+        o = np.argsort(t, kind="stable")
+        t, q = t[o], q[o]
+        e = next(x for x in encs if x.config.name == name)
+        if e.wraps:
+            q = np.unwrap(q)
+        step = max(1, int(round(0.01 / max(float(np.median(np.diff(t))), 1e-6))))
+        dt = t[step:] - t[:-step]
+        ok = dt > 0
+        if ok.sum() < 2:
+            continue
+        speeds[name] = float(np.percentile(np.abs((q[step:] - q[:-step])[ok] / dt[ok]), 99.9))
+    top = max(speeds.values()) if speeds else None
+    return {"top_speed": top, "encoders": speeds, "readings": counts,
+            "problem": None if speeds else "the recording holds too few encoder readings on the DOF joints "
+                                           f"(topics {', '.join(topics)})"}
