@@ -87,6 +87,11 @@ def keyframes_per_update(cfg: EstimatorConfig) -> int:
     return max(1, int(round(cfg.keyframe_rate * AUTO_GROUP_PERIOD)))
 
 
+REINIT_FACTOR = 10.0
+"""A re-initialisation from the encoders needs their residual RMS above this many times the
+divergence limit (50 sigma by default)."""
+
+
 class Estimator:
     """Multibody factor-graph estimator on an incremental fixed-lag smoother."""
 
@@ -141,6 +146,12 @@ class Estimator:
         self._branch_hint: np.ndarray | None = None   # the last estimated q (survives restarts)
         self.recorded: list | None = [] if record_steps else None
         self.final_states: dict[int, np.ndarray] = {}    # (recording) states as they left the window
+        self._reinit_pending = False                  # the next start takes its pose from the encoders
+        self._reinit_after = -math.inf                # no re-initialisation before this stamp
+        self._dof_encoders = {mechanism.encoders[s.index].config.name for s in self._measuring
+                              if s.kind == "encoder" and mechanism.encoders[s.index].config.joint in mechanism.dof_names}
+        self._encoders_cover_dof = set(mechanism.dof_names) <= {
+            e.config.joint for e in mechanism.encoders if e.config.name in self._dof_encoders}
         self._start_fresh(None)
         self.startup_s = time.perf_counter() - t_build
         if freeze_gc:
@@ -160,7 +171,8 @@ class Estimator:
             v = np.zeros(mech.n) if self._initial_v is None else np.asarray(self._initial_v, float)
         else:
             q, v = assembled_initial_state(mech, self.data)
-            z = self._dof_from_encoders() if self.cfg.initial_pose == "sensors" else None
+            z = self._dof_from_encoders() if (self.cfg.initial_pose == "sensors" or self._reinit_pending) else None
+            self._reinit_pending = False
             if z is not None:
                 hint = self._branch_hint if self._branch_hint is not None else q
                 try:
@@ -356,7 +368,7 @@ class Estimator:
             self._open()
         if not sch.started:
             return
-        while self._time(sch.closed + 1) <= stamp:
+        while sch.started and self._time(sch.closed + 1) <= stamp:   # (a re-initialisation stops it)
             self._close(sch.closed + 1)
         self._commit()
 
@@ -368,7 +380,7 @@ class Estimator:
         if not sch.started:
             return
         last = self.inbox.newest if any(self.inbox.pending) else -math.inf
-        while self._time(sch.closed) < last:
+        while sch.started and self._time(sch.closed) < last:
             self._close(sch.closed + 1)
         self._commit()
         if self.want_lagged and self.smoother.keys:
@@ -585,6 +597,32 @@ class Estimator:
             self.health.keyframes += 1
             self._emit(g.k, lagged=False)
             self.health.timing.add((g.wall + wall) * 1e3, (g.cpu + cpu) * 1e3)
+        self._reinitialise_if_diverged(group[-1].k)
+
+    def _reinitialise_if_diverged(self, k: int) -> None:
+        """When encoders measure every DOF and each of them has failed the divergence test for a
+        whole window, at more than REINIT_FACTOR times its limit (the estimate is lost, e.g. turns
+        away from a multi-turn encoder, not just strained), start again from the encoders' readings (the pose assembled at them, the
+        config's velocities): a slipped or lost estimate comes back instead of staying wrong.
+        Counted in ``health.reinitialisations``; at most once per two windows."""
+        mon = self.health.divergence
+        if not self._encoders_cover_dof or not mon.open:
+            return
+        t = self._time(k)
+        if t < self._reinit_after:
+            return
+        if not all(n in mon.open and t - mon.open[n].start >= mon.window
+                   and mon.rms.get(n, 0.0) > REINIT_FACTOR * mon.limit for n in self._dof_encoders):
+            return
+        what = ", ".join(f"{n} {mon.rms.get(n, 0.0):.1f} sigma" for n in sorted(self._dof_encoders))
+        self.health.reinitialisations += 1
+        self.health.last_reinitialisation = f"at {t:.3f} s: {what} over {mon.window:g} s"
+        self._reinit_after = t + 2 * mon.window
+        for s in self._sensors.values():
+            s.forget_recent()
+        mon.restart(t)
+        self._reinit_pending = True
+        self._start_fresh(None)
 
     def _fail(self, k: int, exc: Exception, readings: list) -> None:
         """A step or solve failed at keyframe k (the first of its group): recover from the last

@@ -125,6 +125,8 @@ class Health:
     relinearizations: int = 0
     unknown_sensor: int = 0
     divergence: DivergenceMonitor = field(default_factory=DivergenceMonitor)   # rolling innovation test
+    reinitialisations: int = 0             # restarts from the encoders after a divergence
+    last_reinitialisation: str = ""
 
     def latency(self, cpu: bool = False, whole_run: bool = False) -> tuple[float, float, float]:
         """(mean, p99, max) update time in ms per keyframe (wall, or thread CPU), over the last

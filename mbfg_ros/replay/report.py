@@ -108,6 +108,7 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         # the rolling innovation test (mbfg_ros.estimation.divergence): spans in which a sensor's
         # whitened residual RMS over divergence_window s exceeded divergence_sigma
         "diverged": [p.as_dict() for p in h.divergence.periods],
+        "reinitialisations": h.reinitialisations, "last_reinitialisation": h.last_reinitialisation or None,
         "divergence_test": {"window_s": h.divergence.window, "limit_sigma": h.divergence.limit},
         "truth": comparison is not None,
         "skip": comparison.skip if comparison is not None else None,
@@ -228,6 +229,9 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
                  f"max {lat['max']:.2f} ms")
     if h["last_recovery"]:
         lines.append(f"  last recovery: {h['last_recovery']}")
+    if f.get("reinitialisations"):
+        lines.append(f"  re-initialised from the encoders {f['reinitialisations']} times after a divergence; last "
+                     f"{f['last_reinitialisation']}")
     for d in f.get("diverged", []):
         end = "the end" if d["end"] is None else f"{d['end']:.3f} s"
         lines.append(f"DIVERGED: {d['sensor']}: whitened residual RMS over "
