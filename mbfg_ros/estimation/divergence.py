@@ -16,6 +16,8 @@ import math
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
+
 WINDOW = 0.5          # s
 LIMIT = 5.0           # sigmas
 MIN_READINGS = 5
@@ -100,10 +102,9 @@ class DivergenceMonitor:
         self._w.clear()
         self.rms.clear()
 
-    def diverged_at(self, t) -> "list[bool]":
+    def diverged_at(self, t) -> np.ndarray:
         """Whether any sensor was diverged at each time of ``t`` (closed periods [start, end],
         open ones from their start on)."""
-        import numpy as np
         t = np.asarray(t, float)
         out = np.zeros(t.shape, bool)
         for p in self.periods:
