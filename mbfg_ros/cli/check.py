@@ -15,6 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also measure the cost (us per call) of each residual + Jacobian kind at the "
                         "initial pose (numeric model) and of the estimator's compiled step function "
                         "(best of 5 runs)")
+    p.add_argument("--bag", metavar="BAG", help="a recording of the rig: read its top DOF speed from the "
+                   "encoders and state the keyframe rate it needs (and warn if the config's is lower)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -29,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
         q = np.asarray(facts["initial_q"])
         v = np.linspace(0.5, -0.5, mech.n)
         facts["timing_us"] = {what: round(us, 2) for what, us in model_costs(mech, q, v) + step_costs(mech, q, v)}
+    if args.bag:
+        _bag_speed(args, facts)
     if args.json == "-":
         print(json.dumps(facts, indent=2))
         return 0
@@ -37,6 +41,33 @@ def run(args: argparse.Namespace) -> int:
         print("Cost per call (residual + Jacobians, best of 5 runs):")
         for what, us in facts["timing_us"].items():
             print(f"  {us:8.1f} us  {what}")
+    if args.bag:
+        b = facts["bag_speed"]
+        if b["top_speed"] is None:
+            print(f"Recording {args.bag}: {b['problem']}")
+        else:
+            print(f"Recording {args.bag}: top DOF speed {b['top_speed']:.1f} (99.9th percentile of 10 ms "
+                  f"differences; {', '.join(f'{n} {v:.1f}' for n, v in b['encoders'].items())}): needs keyframes "
+                  f"at {b['needed_keyframe_rate']:g} Hz or faster")
+            if b.get("warning"):
+                print(f"WARNING: {b['warning']}")
     if args.json:
         Path(args.json).write_text(json.dumps(facts, indent=2) + "\n")
     return 0
+
+
+def _bag_speed(args: argparse.Namespace, facts: dict) -> None:
+    """facts["bag_speed"]: the recording's top DOF speed and the keyframe rate it needs."""
+    from mbfg_ros.model.mechanism import load_mechanism
+    from mbfg_ros.model.speed import RAD_PER_KEYFRAME, needed_keyframe_rate, top_speed_from_bag
+    mech = load_mechanism(args.config)
+    b = top_speed_from_bag(mech, args.bag)
+    rate = mech.config.estimator.keyframe_rate
+    if b["top_speed"] is not None:
+        need = needed_keyframe_rate(b["top_speed"])
+        b["needed_keyframe_rate"] = need
+        if rate < need - 1e-9:
+            b["warning"] = (f"keyframe_rate {rate:g} Hz is below the {need:g} Hz this recording needs "
+                            f"({RAD_PER_KEYFRAME:g} rad per keyframe at {b['top_speed']:.0f} rad/s): set "
+                            f"mechanism.top_speed: {b['top_speed']:.0f} (keyframe_rate auto) or keyframe_rate: {need:g}")
+    facts["bag_speed"] = b

@@ -44,6 +44,7 @@ import numpy as np
 import scipy.linalg
 
 from mbfg_ros.errors import AssemblyError
+from mbfg_ros.estimation.divergence import DivergenceMonitor
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.outputs import ClosureForce, Estimate, Forces, Health, SensorCounts
 from mbfg_ros.estimation.relinearization import StepRecords, select_steps
@@ -86,6 +87,11 @@ def keyframes_per_update(cfg: EstimatorConfig) -> int:
     return max(1, int(round(cfg.keyframe_rate * AUTO_GROUP_PERIOD)))
 
 
+REINIT_FACTOR = 10.0
+"""A re-initialisation from the encoders needs their residual RMS above this many times the
+divergence limit (50 sigma by default)."""
+
+
 class Estimator:
     """Multibody factor-graph estimator on an incremental fixed-lag smoother."""
 
@@ -111,8 +117,9 @@ class Estimator:
         self._lagged_every = max(1, int(round(LAGGED_PERIOD * self.cfg.keyframe_rate)))
         self.want_lagged = lagged
         self.want_covariance = covariance
-        self.health = Health()
+        self.health = Health(divergence=DivergenceMonitor(self.cfg.divergence_window, self.cfg.divergence_sigma))
         self.fn = step_function or compiled_step_function(mechanism, self.cfg, self.lay, self.h)
+        self._check = self.fn.step.fresh()             # the divergence test's own buffers
         self.layout = self.fn.layout
         streams = [SensorStream(res.name, res.kind, res.index, res.dim) for res in self.fn.residuals]
         self._measuring = streams
@@ -139,6 +146,12 @@ class Estimator:
         self._branch_hint: np.ndarray | None = None   # the last estimated q (survives restarts)
         self.recorded: list | None = [] if record_steps else None
         self.final_states: dict[int, np.ndarray] = {}    # (recording) states as they left the window
+        self._reinit_pending = False                  # the next start takes its pose from the encoders
+        self._reinit_after = -math.inf                # no re-initialisation before this stamp
+        self._dof_encoders = {mechanism.encoders[s.index].config.name for s in self._measuring
+                              if s.kind == "encoder" and mechanism.encoders[s.index].config.joint in mechanism.dof_names}
+        self._encoders_cover_dof = set(mechanism.dof_names) <= {
+            e.config.joint for e in mechanism.encoders if e.config.name in self._dof_encoders}
         self._start_fresh(None)
         self.startup_s = time.perf_counter() - t_build
         if freeze_gc:
@@ -150,20 +163,23 @@ class Estimator:
     def _initial_state(self) -> np.ndarray:
         """The state keyframe 0 starts from: ``initial_q``/``initial_v`` if given; else, with
         ``initial_pose: sensors`` and encoders on every DOF, the assembly at the first encoder
-        readings (branch from the last estimate, or the config's hint); else the config's initial
-        assembly."""
+        readings (branch from the last estimate, or the config's hint) with the config's initial
+        DOF velocities; else the config's initial assembly."""
         mech, lay = self.mech, self.lay
         if self._initial_q is not None:
             q = np.asarray(self._initial_q, float)
             v = np.zeros(mech.n) if self._initial_v is None else np.asarray(self._initial_v, float)
         else:
             q, v = assembled_initial_state(mech, self.data)
-            z = self._dof_from_encoders() if self.cfg.initial_pose == "sensors" else None
+            z = self._dof_from_encoders() if (self.cfg.initial_pose == "sensors" or self._reinit_pending) else None
+            self._reinit_pending = False
             if z is not None:
                 hint = self._branch_hint if self._branch_hint is not None else q
                 try:
                     q = assemble(mech, self.data, z, hint).q
-                    v = solve_velocity(mech, self.data, q, np.zeros(len(mech.dof)))
+                    # the config's DOF velocities (a rig recorded running starts at speed)
+                    v_dof = np.array([v[mech.index[name]] for name in mech.dof_names])
+                    v = solve_velocity(mech, self.data, q, v_dof)
                 except AssemblyError:
                     pass                              # keep the config's assembly
         a, lam = mech.forward_dynamics(self.data, q, v)
@@ -228,6 +244,7 @@ class Estimator:
         """Forget everything and start again from the config's initial state."""
         self.health.resets += 1
         self.health.last_reset = reason
+        self.health.divergence.restart()
         self._command_t.clear()
         self._command_y.clear()
         for s in self._sensors.values():
@@ -351,7 +368,7 @@ class Estimator:
             self._open()
         if not sch.started:
             return
-        while self._time(sch.closed + 1) <= stamp:
+        while sch.started and self._time(sch.closed + 1) <= stamp:   # (a re-initialisation stops it)
             self._close(sch.closed + 1)
         self._commit()
 
@@ -363,7 +380,7 @@ class Estimator:
         if not sch.started:
             return
         last = self.inbox.newest if any(self.inbox.pending) else -math.inf
-        while self._time(sch.closed) < last:
+        while sch.started and self._time(sch.closed) < last:
             self._close(sch.closed + 1)
         self._commit()
         if self.want_lagged and self.smoother.keys:
@@ -557,6 +574,7 @@ class Estimator:
             for g in group:
                 self._x[g.k] = self.smoother.estimate(g.k)
             last = group[-1].k
+            self._divergence_test(group[-1])
             for kk in [kk for kk in self._x if kk < last - 1]:
                 del self._x[kk]
             self._relinearize()
@@ -579,6 +597,32 @@ class Estimator:
             self.health.keyframes += 1
             self._emit(g.k, lagged=False)
             self.health.timing.add((g.wall + wall) * 1e3, (g.cpu + cpu) * 1e3)
+        self._reinitialise_if_diverged(group[-1].k)
+
+    def _reinitialise_if_diverged(self, k: int) -> None:
+        """When encoders measure every DOF and each of them has failed the divergence test for a
+        whole window, at more than REINIT_FACTOR times its limit (the estimate is lost, e.g. turns
+        away from a multi-turn encoder, not just strained), start again from the encoders' readings (the pose assembled at them, the
+        config's velocities): a slipped or lost estimate comes back instead of staying wrong.
+        Counted in ``health.reinitialisations``; at most once per two windows."""
+        mon = self.health.divergence
+        if not self._encoders_cover_dof or not mon.open:
+            return
+        t = self._time(k)
+        if t < self._reinit_after:
+            return
+        if not all(n in mon.open and t - mon.open[n].start >= mon.window
+                   and mon.rms.get(n, 0.0) > REINIT_FACTOR * mon.limit for n in self._dof_encoders):
+            return
+        what = ", ".join(f"{n} {mon.rms.get(n, 0.0):.1f} sigma" for n in sorted(self._dof_encoders))
+        self.health.reinitialisations += 1
+        self.health.last_reinitialisation = f"at {t:.3f} s: {what} over {mon.window:g} s"
+        self._reinit_after = t + 2 * mon.window
+        for s in self._sensors.values():
+            s.forget_recent()
+        mon.restart(t)
+        self._reinit_pending = True
+        self._start_fresh(None)
 
     def _fail(self, k: int, exc: Exception, readings: list) -> None:
         """A step or solve failed at keyframe k (the first of its group): recover from the last
@@ -602,6 +646,20 @@ class Estimator:
             self._start_fresh(None)
             return
         self._recover(k, str(exc) or type(exc).__name__, readings)
+
+    def _divergence_test(self, g: _GroupStep) -> None:
+        """Hand the whitened residuals of step g's readings at the new estimate to the rolling
+        divergence test (:mod:`.divergence`; the newest step of each update)."""
+        x0 = self._x.get(g.k - 1)
+        if x0 is None or not any(g.taken):
+            return
+        fn = self._check
+        fn(x0, self._x[g.k], self.records.parameters(g.k))
+        t = self._time(g.k)
+        mon = self.health.divergence
+        for b, s, c in zip(self.layout.blocks, self._measuring, g.taken):
+            if c:
+                mon.add(s.name, t, fn.abs[b.readings.start:b.readings.start + c])
 
     def _count_step(self) -> list[int]:
         """Counts and innovation scales of the readings in the step just linearized; returns

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mbfg_ros.estimation.divergence import DivergenceMonitor
 from mbfg_ros.estimation.latency import LatencyRecorder
 from mbfg_ros.estimation.layout import StateLayout
 
@@ -123,6 +124,9 @@ class Health:
     closure_residual: float = 0.0          # max |Phi| at the newest estimate (m or rad)
     relinearizations: int = 0
     unknown_sensor: int = 0
+    divergence: DivergenceMonitor = field(default_factory=DivergenceMonitor)   # rolling innovation test
+    reinitialisations: int = 0             # restarts from the encoders after a divergence
+    last_reinitialisation: str = ""
 
     def latency(self, cpu: bool = False, whole_run: bool = False) -> tuple[float, float, float]:
         """(mean, p99, max) update time in ms per keyframe (wall, or thread CPU), over the last

@@ -39,7 +39,9 @@ def wrap_angle(e):
 
 
 class EncoderResidual:
-    """Joint encoder: (y - q_j(t)) / sigma; differences of angular joints wrapped to (-pi, pi]."""
+    """Joint encoder: (y - q_j(t)) / sigma; wrapped to [-pi, pi) only for a single-turn angle
+    encoder (``multi_turn: false``): a multi-turn count is compared as it is, so a whole-turn
+    slip of the estimate shows as a 2 pi residual."""
     kind = "encoder"
     dim = 1
     rows = 1
@@ -51,7 +53,7 @@ class EncoderResidual:
         self.index = k
         self.joint = e.index
         self.sigma = e.config.noise
-        self.wrap = e.angular
+        self.wrap = e.wraps
         self.rate = e.config.rate
 
     def error(self, sym, z: StateParts, y, tau):

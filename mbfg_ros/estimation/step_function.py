@@ -5,7 +5,9 @@
 
 Rows, in order:
 
-1. integration of q and v over the step (trapezoidal or Euler), whitened by the integration noise;
+1. integration of q and v over the step (trapezoidal, Hermite or Euler), whitened by the
+   integration noise (raised to the truncation error at ``mechanism.top_speed``, see
+   :mod:`mbfg_ros.model.speed`);
 2. the random walk of the slow states (unknown inputs, gyro biases, gravity / mass scale);
 3. at x1: the loop closures at position, velocity and acceleration level and the equations of
    motion ``M a + h + F(v) - tau - B u - Phi_q^T lam = 0`` (with the gravity / mass scale);
@@ -41,6 +43,7 @@ from mbfg_ros.estimation.sensor_residuals import StateParts, sensor_residuals
 from mbfg_ros.estimation.sensor_streams import GAUSSIAN_MEAN_ABS, INNOVATION_CLIP, INNOVATION_RATE
 from mbfg_ros.model.config import EstimatorConfig, RobustLossConfig
 from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.speed import integration_sigmas
 from mbfg_ros.model.symbolic import SymbolicMechanism
 
 
@@ -267,7 +270,10 @@ class StepFunction:
         else:
             rq = q1 - q0 - h * v0
             rv = v1 - v0 - h * a0
-        out = [rq / nz.integration_position, rv / nz.integration_velocity]
+        # the configured integration noise, raised to the rows' truncation error at the rig's
+        # top speed (mbfg_ros/model/speed.py; unchanged without mechanism.top_speed)
+        sq, sv = integration_sigmas(nz.integration_position, nz.integration_velocity, h, mech.config.top_speed)
+        out = [rq / sq, rv / sv]
         if L.walk_rows:
             sig = self._random_walk_sigmas() * math.sqrt(h)
             out.append((x1[lay.slow.start:] - x0[lay.slow.start:]) / ca.DM(sig))

@@ -45,6 +45,7 @@ import pinocchio as pin
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.outputs import Estimate, Forces
 from mbfg_ros.io import messages as msgs
+from mbfg_ros.io.sensor_health import divergence_verdicts
 from mbfg_ros.model.mechanism import Mechanism, MechanismData
 from mbfg_ros.sim.sensors import load_cell_frame as sensor_frame_of_load_cell
 
@@ -228,9 +229,12 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
     are the caller's judgement of each sensor over a recent window: a sensor listed there gets
     it (it beats "silent": readings arrive, but none is usable), and with ``verdicts`` given the
     judgement on the run's cumulative counts is left out (it would never clear).
-    ``sensor_values`` adds values per sensor."""
+    ``sensor_values`` adds values per sensor. A sensor the estimator's divergence test flags now
+    is ERROR naming the figure (:func:`~mbfg_ros.io.sensor_health.divergence_verdicts`), and so
+    is the solver."""
     statuses = []
     topics = {s.name: s.topic for s in mech.config.sensors.all()}
+    diverged = divergence_verdicts(est.health.divergence)     # ERROR: beats every other verdict
     for name, c in est.counts().items():
         if name.startswith("command:"):
             topic = mech.config.joint(name.split(":", 1)[1]).topic
@@ -241,7 +245,9 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
         topic = (topic_names or {}).get(topic, topic)
         limit = max(silence, 5.0 * period)
         level, message = OK, "ok"
-        if verdicts is not None and name in verdicts:
+        if name in diverged:
+            level, message = diverged[name]
+        elif verdicts is not None and name in verdicts:
             level, message = verdicts[name]
         elif c.last_stamp is None:
             level, message = WARN, "no data yet"
@@ -255,6 +261,8 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
             "rejected_duplicate": c.rejected_duplicate, "downweighted": c.downweighted,
             "discarded": c.discarded, "pending": c.pending,
             "last_stamp": "none" if c.last_stamp is None else f"{c.last_stamp:.6f}"}
+        if name in est.health.divergence.rms:
+            values["residual_rms_in_divergence_window_sigma"] = round(est.health.divergence.rms[name], 2)
         values.update((sensor_values or {}).get(name, {}))
         statuses.append(_status(f"{node_name}: sensor {name}", level, message, topic, values))
     h = est.health
@@ -265,6 +273,11 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
         level, message = WARN, "waiting for data"
     elif h.last_recovery and h.recoveries:
         message = f"tracking; {h.recoveries} recoveries, last: {h.last_recovery}"
+    if diverged:
+        level = ERROR
+        message = "DIVERGED: " + ", ".join(f"{n} whitened residual RMS {r:.1f} sigma"
+                                           for n, r in h.divergence.diverged.items()) + \
+            f" over the last {h.divergence.window:g} s (limit {h.divergence.limit:g}); " + message
     if p99 > 1e3 / est.cfg.keyframe_rate:
         level = max(level, WARN)
         message += f"; update p99 {p99:.2f} ms exceeds the keyframe period"
@@ -272,7 +285,10 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
               "update_max_ms": mx, "recoveries": h.recoveries, "resets": h.resets,
               "relinearizations": h.relinearizations, "residual_rms": h.residual_rms,
               "closure_residual": h.closure_residual, "last_recovery": h.last_recovery or "none",
-              "last_reset": h.last_reset or "none", "unknown_sensor_samples": h.unknown_sensor}
+              "last_reset": h.last_reset or "none", "unknown_sensor_samples": h.unknown_sensor,
+              "diverged_sensors": ",".join(h.divergence.diverged) or "none",
+              "diverged_periods": len(h.divergence.periods), "reinitialisations": h.reinitialisations,
+              "last_reinitialisation": h.last_reinitialisation or "none"}
     if e is not None:
         values["gravity_scale"] = e.gravity_scale
         values["mass_scale"] = e.mass_scale

@@ -19,6 +19,10 @@ steady clock) over a rolling window of ``window`` seconds and gives their increa
 
 Nothing is judged on cumulative totals, so a warning clears once its cause has been gone for a
 window.
+
+:func:`divergence_verdicts` turns the estimator's rolling innovation test
+(:class:`~mbfg_ros.estimation.divergence.DivergenceMonitor`) into ERROR verdicts naming the
+sensor and the figure; they beat every WARN above.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 WINDOW = 5.0
 """s: the default rolling window (the node's ``health_window``)."""
 
-OK, WARN = 0, 1
+OK, WARN, ERROR = 0, 1, 2
 
 
 class RollingCounts:
@@ -188,3 +192,16 @@ class SensorHealth:
                                        f"{self.rates[name]:g} Hz gives are missing {w} (lost in "
                                        "transport, or the rig publishes slower)")
         return out
+
+
+def divergence_verdicts(monitor) -> dict[str, tuple[int, str]]:
+    """{sensor: (ERROR, why)} for every sensor the estimator's divergence test flags now
+    (``monitor``: :class:`~mbfg_ros.estimation.divergence.DivergenceMonitor`)."""
+    out: dict[str, tuple[int, str]] = {}
+    for name, rms in monitor.diverged.items():
+        p = monitor.open[name]
+        out[name] = (ERROR, f"diverged: whitened residual RMS {rms:.1f} sigma over the last "
+                            f"{monitor.window:g} s (limit {monitor.limit:g} sigma), since {p.start:.3f} s; "
+                            "the estimate no longer explains this sensor's readings")
+    return out
+

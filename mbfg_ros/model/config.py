@@ -20,6 +20,7 @@ import yaml
 
 from mbfg_ros.errors import ConfigError
 from mbfg_ros.model.yaml_reader import YamlNode
+from mbfg_ros.model.speed import needed_keyframe_rate
 
 CLOSURE_TYPES = ("point", "planar_revolute", "revolute", "prismatic", "planar_prismatic", "weld",
                  "distance")
@@ -94,13 +95,20 @@ class JointConfig:
 
 @dataclass(frozen=True)
 class EncoderConfig:
-    """Joint encoder: sensor_msgs/JointState on ``topic``, position of ``joint`` (rad or m)."""
+    """Joint encoder: sensor_msgs/JointState on ``topic``, position of ``joint`` (rad or m).
+
+    ``multi_turn`` (default true): the reading is a continuous count (rad since the zero, any
+    number of turns: a counter or a motor drive's position), compared with the joint angle as
+    it is, so a whole-turn slip of the estimate is a 2 pi residual, never hidden. False: a
+    single-turn (absolute) encoder whose reading wraps into [-pi, pi); the residual is then
+    taken modulo 2 pi. Prismatic joints ignore it."""
     name: str
     joint: str
     noise: float
     topic: str
     rate: float = 1000.0
     resolution: float = 0.0
+    multi_turn: bool = True
 
 
 @dataclass(frozen=True)
@@ -194,6 +202,7 @@ class RobustLossConfig:
 class EstimatorConfig:
     """Settings of the fixed-lag smoother (see README "estimator" section)."""
     keyframe_rate: float = 200.0
+    keyframe_rate_auto: bool = False     # chosen from mechanism.top_speed (``keyframe_rate: auto``)
     lag: float = 1.0
     keyframes_per_update: int = 0
     native_code: str = "auto"
@@ -211,6 +220,8 @@ class EstimatorConfig:
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     robust_loss: RobustLossConfig = field(default_factory=RobustLossConfig)
     divergence_threshold: float = 1e6
+    divergence_window: float = 0.5
+    divergence_sigma: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -237,6 +248,7 @@ class RigConfig:
     sensors: SensorsConfig
     estimator: EstimatorConfig
     truth_namespace: str = "/truth"
+    top_speed: float = 0.0          # expected top DOF speed, rad/s or m/s (0: not given)
 
     def joint(self, name: str) -> JointConfig:
         """The joint's physics config (defaults for joints the file does not mention)."""
@@ -311,7 +323,8 @@ def _sensors(root: YamlNode) -> SensorsConfig:
     for n in s.nodes("encoders"):
         encoders.append(EncoderConfig(name=n.str("name"), joint=n.str("joint"), noise=_noise(n),
                                       topic=_topic(n), rate=_rate(n, 1000.0),
-                                      resolution=n.float("resolution", 0.0, nonnegative=True)))
+                                      resolution=n.float("resolution", 0.0, nonnegative=True),
+                                      multi_turn=n.bool("multi_turn", True)))
         n.finish()
     for n in s.nodes("gyros"):
         name = n.str("name")
@@ -347,7 +360,7 @@ def _sensors(root: YamlNode) -> SensorsConfig:
     return SensorsConfig(tuple(encoders), tuple(gyros), tuple(cells))
 
 
-def _estimator(root: YamlNode) -> EstimatorConfig:
+def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
     e = root.node("estimator", {})
     nz = e.node("noise", {})
     defaults = NoiseConfig()
@@ -369,9 +382,15 @@ def _estimator(root: YamlNode) -> EstimatorConfig:
                           ("relinearize_horizon", horizon, 100000), ("keyframes_per_update", per_update, 64)):
         if isinstance(val, bool) or not isinstance(val, int) or val < 0 or val > top:
             raise e.error(key, f"expected a whole number from 0 to {top}", val)
+    auto = e.raw("keyframe_rate", "auto") == "auto"
+    if auto:              # from the rig's top speed (model/speed.py): 200 Hz without one
+        rate = min(needed_keyframe_rate(top_speed), KEYFRAME_RATE_RANGE[1])
+    else:
+        rate = e.float("keyframe_rate", d.keyframe_rate, positive=True,
+                       min=KEYFRAME_RATE_RANGE[0], max=KEYFRAME_RATE_RANGE[1], unit="Hz")
     cfg = EstimatorConfig(
-        keyframe_rate=e.float("keyframe_rate", d.keyframe_rate, positive=True,
-                              min=KEYFRAME_RATE_RANGE[0], max=KEYFRAME_RATE_RANGE[1], unit="Hz"),
+        keyframe_rate=rate,
+        keyframe_rate_auto=auto,
         lag=e.float("lag", d.lag, positive=True, min=LAG_RANGE[0], max=LAG_RANGE[1], unit="s"),
         keyframes_per_update=per_update,
         native_code=e.str("native_code", d.native_code, choices=("auto", "off")),
@@ -385,7 +404,11 @@ def _estimator(root: YamlNode) -> EstimatorConfig:
         estimate_gravity=e.bool("estimate_gravity", d.estimate_gravity),
         estimate_mass_link=e.str("estimate_mass_link", ""),
         noise=noise, robust_loss=robust,
-        divergence_threshold=e.float("divergence_threshold", d.divergence_threshold, positive=True))
+        divergence_threshold=e.float("divergence_threshold", d.divergence_threshold, positive=True),
+        divergence_window=e.float("divergence_window", d.divergence_window, positive=True, min=0.01, max=60.0,
+                                  unit="s"),
+        divergence_sigma=e.float("divergence_sigma", d.divergence_sigma, positive=True, min=1.0, max=1e6,
+                                 unit="sigmas"))
     problem = window_problem(cfg.keyframe_rate, cfg.lag)
     if problem:
         raise e.error("lag", problem, cfg.lag)
@@ -438,11 +461,13 @@ def parse_rig_config(data: Any, *, source: str | Path | None = None,
     init.finish()
     base_frame = m.str("base_frame", "")
     truth_ns = m.str("truth_namespace", "/truth")
+    top_speed = m.float("top_speed", 0.0, nonnegative=True, max=1e5, unit="rad/s or m/s")
     m.finish()
     cfg = RigConfig(name=name, urdf=urdf, source=Path(source).resolve() if source else None,
                     base_frame=base_frame, gravity=gravity, dof=dof, initial=initial,
                     frames=_frames(root), closures=_closures(root), joints=_joints(root),
-                    sensors=_sensors(root), estimator=_estimator(root), truth_namespace=truth_ns)
+                    sensors=_sensors(root), estimator=_estimator(root, top_speed), truth_namespace=truth_ns,
+                    top_speed=top_speed)
     root.finish()
     for what, items in (("frames", cfg.frames), ("closures", cfg.closures)):
         names = [x.name for x in items]

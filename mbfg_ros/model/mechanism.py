@@ -42,10 +42,16 @@ AXIS_INDEX = {"x": 0, "y": 1, "z": 2}
 
 @dataclass(frozen=True)
 class EncoderModel:
-    """y = q[index] (+ noise); angular encoders compare angles modulo 2 pi."""
+    """y = q[index] (+ noise); single-turn angular encoders (``multi_turn: false``) compare
+    angles modulo 2 pi, multi-turn ones (the default) as they are."""
     config: EncoderConfig
     index: int
     angular: bool
+
+    @property
+    def wraps(self) -> bool:
+        """Whether readings and residuals are taken modulo 2 pi (a single-turn angle encoder)."""
+        return self.angular and not self.config.multi_turn
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from mbfg_ros.model.speed import RAD_PER_KEYFRAME, integration_sigmas, needed_keyframe_rate, rate_for_default_noise
 from mbfg_ros.model.assembly import degrees_of_freedom, rank
 from mbfg_ros.model.closures import ROWS
 from mbfg_ros.model.mechanism import Mechanism
@@ -64,6 +65,20 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
         closures.append({"name": c.name, "type": c.type, "frame_a": c.frame_a, "frame_b": c.frame_b,
                          "rows": ROWS[c.type], "residual": float(np.max(np.abs(phi[rows])))})
     est = cfg.estimator
+    h = 1.0 / est.keyframe_rate
+    sq, sv = integration_sigmas(est.noise.integration_position, est.noise.integration_velocity, h, cfg.top_speed)
+    needed = needed_keyframe_rate(cfg.top_speed)
+    speed = {"top_speed": cfg.top_speed or None,
+             "needed_keyframe_rate": needed if cfg.top_speed else None,
+             "keyframe_rate_for_configured_integration_noise": rate_for_default_noise(
+                 est.noise.integration_velocity, cfg.top_speed) or None,
+             "integration_position": sq, "integration_velocity": sv,
+             "integration_noise_raised": bool(sq > est.noise.integration_position or sv > est.noise.integration_velocity),
+             "warning": (f"keyframe_rate {est.keyframe_rate:g} Hz is below the {needed:g} Hz a top speed of "
+                         f"{cfg.top_speed:g} rad/s needs ({RAD_PER_KEYFRAME:g} rad per keyframe): readings between "
+                         "keyframes will not be explained and the divergence test will flag them; set "
+                         f"keyframe_rate: {needed:g} (or auto)") if cfg.top_speed and est.keyframe_rate < needed - 1e-9
+             else None}
     return {
         "name": cfg.name,
         "config": str(Path(config_path)),
@@ -92,7 +107,9 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
         "estimator": {"keyframe_rate": est.keyframe_rate, "lag": est.lag,
                       "integrator": est.integrator, "robust_loss": est.robust_loss.type,
                       "estimate_gravity": est.estimate_gravity,
-                      "estimate_mass_link": est.estimate_mass_link or None},
+                      "estimate_mass_link": est.estimate_mass_link or None,
+                      "keyframe_rate_auto": est.keyframe_rate_auto},
+        "speed": speed,
     }
 
 
@@ -148,4 +165,19 @@ def format_summary(f: dict[str, Any]) -> str:
     lines.append(f"Estimator: keyframes {e['keyframe_rate']:g} Hz, lag {e['lag']:g} s "
                  f"({int(round(e['keyframe_rate'] * e['lag']))} keyframes), {e['integrator']}, "
                  f"robust loss {e['robust_loss']}" + (f", {', '.join(extra)}" if extra else ""))
+    sp = f.get("speed") or {}
+    if sp.get("top_speed"):
+        auto = " (keyframe_rate: auto)" if e.get("keyframe_rate_auto") else ""
+        lines.append(f"Speed: top speed {sp['top_speed']:g} rad/s needs keyframes at {sp['needed_keyframe_rate']:g} Hz "
+                     f"or faster{auto}; the configured integration noise would hold unraised from "
+                     f"{sp['keyframe_rate_for_configured_integration_noise']:.0f} Hz")
+        if sp["integration_noise_raised"]:
+            lines.append(f"  at {e['keyframe_rate']:g} Hz the integration noise is raised to the rows' truncation "
+                         f"error at top speed: position {sp['integration_position']:.3g}, velocity "
+                         f"{sp['integration_velocity']:.3g} per step")
+        if sp.get("warning"):
+            lines.append(f"WARNING: {sp['warning']}")
+    else:
+        lines.append("Speed: no mechanism.top_speed given: keyframes at the configured rate, integration noise "
+                     "as configured (a rig faster than ~40 rad/s needs more than 200 Hz: give its top speed)")
     return "\n".join(lines)

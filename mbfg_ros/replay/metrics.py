@@ -1,7 +1,16 @@
 """Errors of a replay's estimates against the ground truth, and their RMSE.
 
 The truth is interpolated (linearly; it is recorded at 200 Hz by default) at the estimate
-stamps. Errors are estimate minus truth; angular position errors are wrapped to (-pi, pi].
+stamps. Errors are estimate minus truth. Angles are compared unwrapped: the truth of an angular
+joint is unwrapped in time first (a recorder may publish it wrapped), the estimate never is, and
+the error is taken relative to the whole-turn offset at the first compared stamp (so a
+single-turn start one turn away is no error), so a crank that falls behind by whole turns shows
+in the RMSE; ``turn_slips`` counts, per angular joint, how often the error's whole-turn count
+changed over the compared stamps (0 on a healthy run); ``startup`` holds the largest position
+and velocity errors within the skipped start of each era (the start-up transient, reported, not
+hidden). Effort: the estimate's actuator effort
+(known + estimated inputs, without friction) against the truth's joint_states effort, which
+``mbfg simulate`` writes as the applied actuator effort without friction: like with like.
 The RMSE skips the first ``skip`` seconds of each era (the estimator's convergence from the
 config's initial state, at the start and after every reset) and uses only stamps the truth
 covers. Units: joint position
@@ -39,6 +48,8 @@ class Comparison:
     error_forces: dict[str, np.ndarray] = field(default_factory=dict)
     rmse: dict[str, dict[str, float | None]] = field(default_factory=dict)
     rmse_forces: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    turn_slips: dict[str, int] = field(default_factory=dict)   # angular joint -> whole-turn slips
+    startup: dict[str, dict[str, float | None]] = field(default_factory=dict)  # joint -> max |error| in the skip
 
     @property
     def samples(self) -> int:
@@ -50,6 +61,12 @@ def _rmse(err: np.ndarray, used: np.ndarray) -> float | None:
     x = x[np.isfinite(x)]
     with np.errstate(over="ignore"):        # a damaged truth message can hold 1e300
         return float(np.sqrt(np.mean(x * x))) if x.size else None
+
+
+def _max_abs(err: np.ndarray, sel: np.ndarray) -> float | None:
+    x = err[sel]
+    x = x[np.isfinite(x)]
+    return float(np.max(np.abs(x))) if x.size else None
 
 
 def era_starts(est: EstimateSeries) -> np.ndarray:
@@ -64,16 +81,36 @@ def era_starts(est: EstimateSeries) -> np.ndarray:
 def compare(mech: Mechanism, est: EstimateSeries, truth: TruthSeries, skip: float = 1.0) -> Comparison:
     """Compare ``est`` with ``truth``; RMSE over the stamps ``skip`` s or more into their era."""
     t = est.t
-    tq = truth.q.at(t)
+    ang = mech.angular
+    qs = truth.q
+    if qs is not None and qs.t.size and ang.any():     # unwrap the truth's angles in time
+        y = qs.y.copy()
+        y[:, ang] = np.unwrap(y[:, ang], axis=0)
+        qs = type(qs)(qs.t, y)
+    tq = qs.at(t)
     tv = truth.v.at(t)
     ta = truth.a.at(t) if truth.a is not None else None
     teff = truth.effort.at(t)
     eq = est.q - tq
-    ang = mech.angular
-    eq[:, ang] = (eq[:, ang] + np.pi) % (2 * np.pi) - np.pi
     used = (t >= era_starts(est) + skip) & np.all(np.isfinite(tq), axis=1)
+    slips = {}
+    two_pi = 2 * np.pi
+    for j in np.flatnonzero(ang):
+        turns = np.round(eq[:, j] / two_pi)
+        ok = used & np.isfinite(turns)
+        if ok.any():
+            eq[:, j] -= two_pi * turns[ok][0]          # the whole-turn offset at the first compared stamp
+            slips[mech.joint_names[j]] = int(np.count_nonzero(np.diff(turns[ok])))
+        else:
+            slips[mech.joint_names[j]] = 0
     c = Comparison(skip, t, used, tq, tv, ta, teff, eq, est.v - tv,
                    None if ta is None else est.a - ta, est.effort - teff)
+    c.turn_slips = slips
+    # the start-up transient the RMSE skips: the largest errors in the first ``skip`` s of each era
+    early = (t < era_starts(est) + skip) & np.all(np.isfinite(tq), axis=1)
+    for j, name in enumerate(mech.joint_names):
+        c.startup[name] = {"position_max": _max_abs(c.error_q[:, j], early),
+                           "velocity_max": _max_abs(c.error_v[:, j], early)}
     actuated = set(mech.input_joints) | set(mech.known_input_joints)
     for j, name in enumerate(mech.joint_names):
         row = {"position": _rmse(c.error_q[:, j], used), "velocity": _rmse(c.error_v[:, j], used),

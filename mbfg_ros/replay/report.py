@@ -11,8 +11,14 @@ received minus every outcome, rate; and dropped before the estimator by the time
 rejected_stamp, stale, too_old_lagging), ``problems`` (per topic: reason -> messages, including
 the messages a damaged bag held but that could not be read), ``damage`` (regions: where a bag
 is damaged; truncated; unknown_loss), ``missing_topics``, ``time_jumps``, ``health`` (keyframes,
-recoveries, resets, last ones, relinearizations, latency_ms mean/p99/max), ``truth``, ``skip``,
-``rmse`` ({joint: {position, velocity, acceleration[, effort]}}), ``rmse_forces`` ({closure:
+recoveries, resets, last ones, relinearizations, latency_ms mean/p99/max), ``diverged`` (spans in
+which a sensor failed the divergence test: sensor, start, end (null: to the end), peak_sigma;
+s of the estimator's time like the CSV's ``stamp``), ``divergence_test`` (window_s, limit_sigma),
+``truth``, ``skip``,
+``rmse`` ({joint: {position, velocity, acceleration[, effort]}}; angles unwrapped),
+``turn_slips`` ({angular joint: whole-turn slips}), ``startup`` ({joint: position_max,
+velocity_max}: the largest errors in the skipped start), ``effort_compared`` (what the effort RMSE
+compares), ``rmse_forces`` ({closure:
 {force_x .. torque_z}}, {load cell: {reading}}), ``residuals`` (per sensor), ``output``.
 Missing values are null.
 """
@@ -99,6 +105,11 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
                    "last_recovery": h.last_recovery or None, "last_reset": h.last_reset or None,
                    "relinearizations": h.relinearizations, "residual_rms": _num(h.residual_rms),
                    "latency_ms": {"mean": mean, "p99": p99, "max": mx}},
+        # the rolling innovation test (mbfg_ros.estimation.divergence): spans in which a sensor's
+        # whitened residual RMS over divergence_window s exceeded divergence_sigma
+        "diverged": [p.as_dict() for p in h.divergence.periods],
+        "reinitialisations": h.reinitialisations, "last_reinitialisation": h.last_reinitialisation or None,
+        "divergence_test": {"window_s": h.divergence.window, "limit_sigma": h.divergence.limit},
         "truth": comparison is not None,
         "skip": comparison.skip if comparison is not None else None,
         "rmse_samples": comparison.samples if comparison is not None else 0,
@@ -106,6 +117,12 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         if comparison is not None else {},
         "rmse_forces": {f: {k: _num(v) for k, v in row.items()} for f, row in comparison.rmse_forces.items()}
         if comparison is not None else {},
+        # angular joints: how often the estimate's whole-turn count against the truth changed
+        "turn_slips": dict(comparison.turn_slips) if comparison is not None else {},
+        "startup": {j: {k: _num(v) for k, v in row.items()} for j, row in comparison.startup.items()}
+        if comparison is not None else {},
+        "effort_compared": "actuator effort (known + estimated inputs, without friction) vs the truth's "
+                           "joint_states effort",
         "residuals": {name: r.summary() for name, r in residuals.items()},
         "output": res.output,
     }
@@ -212,6 +229,14 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
                  f"max {lat['max']:.2f} ms")
     if h["last_recovery"]:
         lines.append(f"  last recovery: {h['last_recovery']}")
+    if f.get("reinitialisations"):
+        lines.append(f"  re-initialised from the encoders {f['reinitialisations']} times after a divergence; last "
+                     f"{f['last_reinitialisation']}")
+    for d in f.get("diverged", []):
+        end = "the end" if d["end"] is None else f"{d['end']:.3f} s"
+        lines.append(f"DIVERGED: {d['sensor']}: whitened residual RMS over "
+                     f"{f['divergence_test']['window_s']:g} s above {f['divergence_test']['limit_sigma']:g} sigma "
+                     f"from {d['start']:.3f} s to {end} (peak {d['peak_sigma']:.1f} sigma)")
     if h["last_reset"]:
         lines.append(f"  last reset: {h['last_reset']}")
     if f["truth"]:
@@ -226,6 +251,15 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         for r in rows:
             lines.append("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        if f.get("startup"):
+            u0 = {name: _unit(mech, j) for j, name in enumerate(mech.joint_names)}
+            lines.append(f"  start-up (the skipped first {f['skip']:g} s), largest errors: " + ", ".join(
+                f"{j} {_g(r['position_max'], u0[j][0])}, {_g(r['velocity_max'], u0[j][1])}"
+                for j, r in f["startup"].items() if r["position_max"] is not None and j in mech.dof_names))
+        if f.get("turn_slips"):
+            lines.append("  angles compared unwrapped; whole-turn slips: " + ", ".join(
+                f"{j} {n}" + (" (SLIPPED)" if n else "") for j, n in f["turn_slips"].items())
+                + "; effort: actuator effort without friction vs the truth's joint_states effort")
         for name, row in f["rmse_forces"].items():
             if "reading" in row:
                 k = [c.config.name for c in mech.load_cells].index(name)
@@ -258,7 +292,8 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
 
 def write_csv(path: str | Path, res: ReplayResult, comparison: Comparison | None) -> int:
     """One row per keyframe: stamp (s, relative to ``epoch``), absolute stamp, keyframe, q, v, a,
-    effort per joint, closure force/torque (frame_b), load cells, DOF std if known, and the truth
+    effort per joint, closure force/torque (frame_b), load cells, ``diverged`` (1 while a sensor
+    failed the divergence test), DOF std if known, and the truth
     at the stamp (``true_*``) when present. Returns the number of rows."""
     mech, e = res.mech, res.estimates
     cols: list[tuple[str, np.ndarray]] = [("stamp", e.t), ("stamp_abs", e.t + res.epoch_ns / 1e9),
@@ -270,6 +305,7 @@ def write_csv(path: str | Path, res: ReplayResult, comparison: Comparison | None
         cols += [(f"{name}_{COMPONENTS[3 + k]}", e.closure_torque[:, i, k]) for k in range(3)]
     for i, c in enumerate(mech.load_cells):
         cols.append((c.config.name, e.load_cells[:, i]))
+    cols.append(("diverged", res.health.divergence.diverged_at(e.t).astype(float)))
     if np.isfinite(e.std).any():
         g = len(mech.dof)
         cols += [(f"std_q_{j}", e.std[:, i]) for i, j in enumerate(mech.dof_names)]

@@ -5,7 +5,7 @@ first one): q + v dt + a dt^2 / 2 and v + a dt, with a, the multipliers, the inp
 gyro biases held; this is within the estimator's own integration error of the smoothed
 trajectory between keyframes. Predictions use the model functions of the config mechanism:
 
-- encoder: y - q_joint (angles wrapped to (-pi, pi]);
+- encoder: y - q_joint (wrapped to [-pi, pi) for single-turn angle encoders only);
 - gyro: y[axes] - gyro(q, v) - bias (rad/s, sensor frame, the config's measured axes);
 - load cell: y - load_cell(q, v, a, lam, u, tau) with tau the known input efforts (the
   replay's commands, linear between them).
@@ -171,7 +171,7 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
             continue
         t, y, era, i, q, _ = got
         r = y[:, 0] - q[:, enc.index]
-        if enc.angular:
+        if enc.wraps:
             r = (r + np.pi) % (2 * np.pi) - np.pi
         unit = "rad" if enc.angular else "m"
         res = Residuals(name, "encoder", unit, enc.config.noise, [enc.config.joint], t, r[:, None],

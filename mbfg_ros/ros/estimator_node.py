@@ -214,6 +214,7 @@ class EstimatorNode(Node):
         self.published: dict[str, int] = {}
         self._latency: deque = deque()            # (steady s, node clock at publish - stamp, ms)
         self._warned: set[str] = set()            # sensors logged as WARN
+        self._diverged: set[str] = set()          # sensors logged as ERROR (diverged)
         sensors = mech.config.sensors.all()
         self.health = SensorHealth({x.name: x.rate for x in sensors}, {x.name: x.topic for x in sensors},
                                    window=p["health_window"])
@@ -677,12 +678,17 @@ class EstimatorNode(Node):
 
     def _log_sensor_changes(self, msg) -> None:
         """Log once when a sensor turns WARN (silent, unusable, losing readings) and when it is
-        back to ok."""
+        back to ok; an ERROR (the divergence test) once per period."""
         prefix = f"{self.get_fully_qualified_name()}: sensor "
         for status in msg.status:
             if not status.name.startswith(prefix):
                 continue
             name = status.name[len(prefix):]
+            if status.level == outputs.ERROR and name not in self._diverged:
+                self._diverged.add(name)         # the divergence test: logged once per period
+                self.get_logger().error(f"sensor {name} ({status.hardware_id}): {status.message}")
+            elif status.level != outputs.ERROR:
+                self._diverged.discard(name)
             bad = status.level == outputs.WARN and status.message != "no data yet"
             if bad and name not in self._warned:
                 self._warned.add(name)

@@ -12,7 +12,8 @@ are read together (one JointState message), and so are the known inputs of one t
 share their sample times, jitter and dropouts. Every other sensor has its own.
 
 Values (units and frames):
-- encoder: (1,) the joint position, rad or m (not wrapped), + noise, then quantised;
+- encoder: (1,) the joint position, rad or m, + noise, then quantised; a single-turn angle
+  encoder (``multi_turn: false``) wraps it into [-pi, pi), a multi-turn one does not;
 - gyro: (3,) angular velocity of the sensor frame (``frame`` rotated by ``rotation_rpy``) in
   that frame, rad/s, all three axes even if the config measures fewer, + noise and bias;
 - load_cell: (1,) the config's reading (N or N m) + noise;
@@ -322,6 +323,8 @@ def _add_faults(mech: Mechanism, ch: SensorChannel, opt: SensorOptions, stamp: n
         res = mech.encoders[ch.index].config.resolution
         if res > 0:
             value = np.round(value / res) * res
+    if ch.kind == "encoder" and mech.encoders[ch.index].wraps:
+        value = (value + np.pi) % (2 * np.pi) - np.pi
     return value
 
 

@@ -40,3 +40,30 @@ def test_unobservable_dof_is_named(tmp_path, capsys):
     assert facts["observable"] is False
     assert any(u.startswith("crank2_joint") for u in facts["unobservable"])
     assert "NOT observable" in capsys.readouterr().out
+
+
+def test_check_states_the_keyframe_rate_a_fast_rig_needs_and_warns_when_too_low(tmp_path, capsys):
+    from pathlib import Path
+    from mbfg_ros.cli.main import main
+    root = Path(__file__).resolve().parent.parent.parent
+    assert main(["check", str(root / "config" / "fast_crank.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "top speed 80 rad/s needs keyframes at 400 Hz" in out and "WARNING" not in out
+    text = (root / "config" / "fast_crank.yaml").read_text().replace("../urdf/", str(root / "urdf") + "/")
+    (tmp_path / "slow.yaml").write_text(text + "estimator:\n  keyframe_rate: 200.0\n")
+    assert main(["check", str(tmp_path / "slow.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING: keyframe_rate 200 Hz is below the 400 Hz a top speed of 80 rad/s needs" in out
+    assert "integration noise is raised" in out
+
+
+def test_check_reads_the_top_speed_from_a_recording(tmp_path, capsys):
+    from support.replay_bags import simulated_bag
+    from mbfg_ros.cli.main import main
+    bag = simulated_bag(tmp_path / "fb", "four_bar", 1.0, truth=False, scenario={"initial_dof_velocity": (6.0,)})
+    assert main(["check", str(CONFIG / "four_bar.yaml"), "--bag", str(bag), "--json", str(tmp_path / "c.json")]) == 0
+    out = capsys.readouterr().out
+    assert "top DOF speed" in out and "needs keyframes at 200 Hz" in out
+    import json
+    b = json.loads((tmp_path / "c.json").read_text())["bag_speed"]
+    assert 5.0 < b["top_speed"] < 20.0 and b["readings"]["crank_encoder"] == 1000

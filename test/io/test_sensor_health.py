@@ -102,3 +102,16 @@ def test_a_restart_forgets_the_window():
         f.second(cell_nan=200)
     f.health.restart()
     assert f.health.verdicts() == {}
+
+
+def test_a_diverged_sensor_is_an_error_naming_the_sensor_and_the_figure():
+    from mbfg_ros.estimation.divergence import DivergenceMonitor
+    from mbfg_ros.io.sensor_health import ERROR, divergence_verdicts
+    mon = DivergenceMonitor(window=0.5, limit=5.0)
+    for k in range(100):
+        mon.add("crank_encoder", k * 0.005, [1.0])
+        mon.add("crank_gyro", k * 0.005, [12.0, 12.0])
+    v = divergence_verdicts(mon)
+    assert list(v) == ["crank_gyro"]
+    level, why = v["crank_gyro"]
+    assert level == ERROR and "12.0 sigma" in why and "0.5 s" in why and "limit 5 sigma" in why

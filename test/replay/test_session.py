@@ -184,3 +184,25 @@ def test_known_input_and_prismatic_joint(tmp_path):
     r = sensor_residuals(mech, res.layout, res.estimates, res.samples)
     assert r["slider_encoder"].unit == "m" and r["crank_encoder"].unit == "rad"
     assert 0.5 < r["slider_encoder"].summary()["rms_sigma"][0] < 1.5
+
+
+def test_angles_are_scored_unwrapped_and_whole_turn_slips_counted(four_bar_run):
+    import copy
+    import dataclasses
+    mech, res, _ = four_bar_run
+    j = mech.index["crank_joint"]
+    base = compare(mech, res.estimates, res.truth, skip=1.0)
+    assert base.turn_slips["crank_joint"] == 0
+    # a truth published wrapped into [-pi, pi) and started one turn away scores the same
+    q = res.truth.q.y.copy()
+    q[:, j] = (q[:, j] + 2 * np.pi + np.pi) % (2 * np.pi) - np.pi + 2 * np.pi
+    wrapped = dataclasses.replace(res.truth, q=type(res.truth.q)(res.truth.q.t, q))
+    c = compare(mech, res.estimates, wrapped, skip=1.0)
+    assert abs(c.rmse["crank_joint"]["position"] - base.rmse["crank_joint"]["position"]) < 1e-9
+    assert c.turn_slips["crank_joint"] == 0
+    # an estimate that falls a whole turn behind halfway is no longer 'right modulo 2 pi'
+    est = copy.deepcopy(res.estimates)
+    est.q[est.t > 1.5, j] -= 2 * np.pi
+    c = compare(mech, est, res.truth, skip=1.0)
+    assert c.turn_slips["crank_joint"] == 1
+    assert c.rmse["crank_joint"]["position"] > 3.0

@@ -1,0 +1,111 @@
+"""What a rig's speed asks of the keyframe rate and of the integration noise.
+
+The integration rows between two keyframes h apart are exact only for low-order motion: the
+trapezoidal rows leave a truncation error of about h^3/12 q''' (position) and h^3/12 q''''
+(velocity), and the readings between keyframes see the cubic Hermite interpolation's error. A
+DOF turning at w rad/s moves its joints like harmonics of w, so q''' ~ w^3 and q'''' ~ w^4
+(one radian of motion at frequency w). Measured on config/fast_crank.yaml (crank 21-85 rad/s,
+jerk up to 2e6 rad/s^3): at h = 5 ms the trapezoidal velocity rows of the true motion are
+0.67 rad/s RMS (6.4 max), 670x the default integration noise 1e-3, and the estimate fails
+(velocity error 2 % of its RMS, every sensor flagged diverged); with the noise raised to
+h^3 w^4 / 12 it tracks, but the gyro's readings between the keyframes stay 6-10 sigma off (the
+interpolation is too coarse); from 400 Hz (0.2 rad of the DOF per keyframe at 80 rad/s) both
+hold. Hence, from ``mechanism.top_speed`` (w, rad/s; 0 = unknown, nothing changes):
+
+- :func:`integration_sigmas`: the integration noise the estimator uses, the config's raised to
+  the truncation error at top speed: sigma_q = max(config, h^3 w^3 / 12),
+  sigma_v = max(config, h^3 w^4 / 12);
+- :func:`needed_keyframe_rate`: at most :data:`RAD_PER_KEYFRAME` of DOF motion per keyframe,
+  5 w Hz (rounded up to 50 Hz, at least 200 Hz); ``keyframe_rate: auto`` (the default) uses it;
+- :func:`rate_for_default_noise`: the rate at which the configured integration noise would hold
+  unraised, (w^4 / (12 sigma_v))^(1/3).
+"""
+from __future__ import annotations
+
+import math
+
+RAD_PER_KEYFRAME = 0.2
+"""rad of DOF motion per keyframe at top speed that keeps readings between keyframes explained."""
+BASE_RATE = 200.0
+"""Hz: the keyframe rate of a rig without a top speed (and the least ``auto`` chooses)."""
+
+
+def integration_sigmas(sigma_q: float, sigma_v: float, h: float, top_speed: float) -> tuple[float, float]:
+    """(sigma_q, sigma_v) per keyframe step h (s): the configured ones raised to the truncation
+    error of the trapezoidal rows at ``top_speed`` (rad/s; 0 keeps them)."""
+    w = abs(float(top_speed))
+    if w <= 0:
+        return sigma_q, sigma_v
+    h3 = h ** 3 / 12.0
+    return max(sigma_q, h3 * w ** 3), max(sigma_v, h3 * w ** 4)
+
+
+def needed_keyframe_rate(top_speed: float) -> float:
+    """Hz: the keyframe rate a DOF turning at ``top_speed`` rad/s needs (at least BASE_RATE)."""
+    w = abs(float(top_speed))
+    if w <= 0:
+        return BASE_RATE
+    return max(BASE_RATE, 50.0 * math.ceil(w / RAD_PER_KEYFRAME / 50.0 - 1e-9))
+
+
+def rate_for_default_noise(sigma_v: float, top_speed: float) -> float:
+    """Hz: the keyframe rate at which the trapezoidal velocity rows' truncation error at
+    ``top_speed`` stays within ``sigma_v`` (0 when there is no top speed)."""
+    w = abs(float(top_speed))
+    if w <= 0:
+        return 0.0
+    return (w ** 4 / (12.0 * sigma_v)) ** (1.0 / 3.0)
+
+
+def top_speed_from_bag(mech, bag, remap: dict[str, str] | None = None) -> dict:
+    """The DOF speeds a recording shows: per encoder on a DOF joint, the largest |dq/dt| over
+    10 ms differences of its readings (a 99.9th percentile, so a noise spike does not count),
+    in rad/s or m/s. Returns {"top_speed": max or None, "encoders": {name: speed},
+    "readings": {name: count}, "problem": text or None}."""
+    import numpy as np
+
+    from mbfg_ros.io.bag_reader import read_bag
+    from mbfg_ros.io.topic_names import resolve_topic
+    remap = remap or {}
+    encs = [e for e in mech.encoders if e.config.joint in mech.dof_names]
+    if not encs:
+        return {"top_speed": None, "encoders": {}, "readings": {},
+                "problem": "no encoder measures a DOF: the top speed cannot be read from a recording"}
+    topics = {}
+    for e in encs:
+        t = resolve_topic(e.config.topic)
+        topics.setdefault(remap.get(t, t), []).append(e)
+    data = {e.config.name: ([], []) for e in encs}
+    for rec in read_bag(bag, topics=list(topics)):
+        msg = rec.msg
+        names = list(msg.name)
+        st = msg.header.stamp
+        stamp = st.sec + st.nanosec * 1e-9
+        for e in topics.get(rec.topic, []):
+            if e.config.joint in names:
+                i = names.index(e.config.joint)
+                if i < len(msg.position):
+                    data[e.config.name][0].append(stamp)
+                    data[e.config.name][1].append(float(msg.position[i]))
+    speeds, counts = {}, {}
+    for name, (t, q) in data.items():
+        counts[name] = len(t)
+        if len(t) < 3:
+            continue
+        t = np.asarray(t)
+        q = np.asarray(q)
+        o = np.argsort(t, kind="stable")
+        t, q = t[o], q[o]
+        e = next(x for x in encs if x.config.name == name)
+        if e.wraps:
+            q = np.unwrap(q)
+        step = max(1, int(round(0.01 / max(float(np.median(np.diff(t))), 1e-6))))
+        dt = t[step:] - t[:-step]
+        ok = dt > 0
+        if ok.sum() < 2:
+            continue
+        speeds[name] = float(np.percentile(np.abs((q[step:] - q[:-step])[ok] / dt[ok]), 99.9))
+    top = max(speeds.values()) if speeds else None
+    return {"top_speed": top, "encoders": speeds, "readings": counts,
+            "problem": None if speeds else "the recording holds too few encoder readings on the DOF joints "
+                                           f"(topics {', '.join(topics)})"}
