@@ -25,7 +25,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("bag", help="the recording: a rosbag2 directory (mcap or sqlite3) or a rosbag1 .bag file")
     p.add_argument("--config", required=True, metavar="YAML", help="mechanism config (URDF + sensors + estimator)")
     p.add_argument("--remap", action="append", default=[], metavar="FROM:=TO",
-                   help="read the config's topic FROM from the bag's topic TO (repeatable)")
+                   help="read the config's topic FROM from the bag's topic TO (repeatable); FROM is a "
+                        "sensor topic or a ground-truth topic (/truth/joint_states, "
+                        "/truth/forces/<name>, ...: truth recorded by another tool)")
     p.add_argument("--lagged", action="store_true",
                    help="output the smoothed estimates (each keyframe as it leaves the lag window) instead "
                         "of the newest (filtered) ones")

@@ -66,9 +66,11 @@ def route_sensors(route: TopicRoute) -> tuple[str, ...]:
 
 
 def parse_remap(items: list[str] | None, mech: Mechanism) -> dict[str, str]:
-    """``from:=to`` items -> {config topic: bag topic}; the config topic must exist. Both are
-    resolved at the bag's root (``encoders`` is ``/encoders``)."""
-    known = sorted(InputRouter(mech, namespace="/").topics)
+    """``from:=to`` items -> {config topic: bag topic}; the config topic must be a sensor topic
+    of the config or one of its ground-truth topics (a recording from another simulator or an
+    instrument scored against the estimate). Both are resolved at the bag's root (``encoders``
+    is ``/encoders``)."""
+    known = sorted(set(InputRouter(mech, namespace="/").topics) | set(truth_topics(mech)))
     out: dict[str, str] = {}
     for item in items or []:
         src, sep, dst = item.partition(":=")
@@ -77,7 +79,7 @@ def parse_remap(items: list[str] | None, mech: Mechanism) -> dict[str, str]:
             raise MbfgError(f"--remap: expected FROM:=TO, e.g. /encoders:=/rig/encoders (value: {item!r})")
         src, dst = resolve_topic(src), resolve_topic(dst)
         if src not in known:
-            raise MbfgError(f"--remap: {src} is not a sensor topic of the config (its topics: "
+            raise MbfgError(f"--remap: {src} is not a sensor or truth topic of the config (its topics: "
                             f"{', '.join(known)}) (value: {item!r})")
         out[src] = dst
     return out
@@ -107,12 +109,18 @@ class BagInput:
                 topic, SENSOR, info["type"] if info else None, types,
                 route_sensors(self.router.routes[topic]), back.get(topic, topic),
                 info["count"] if info else 0)
+        self.truth_missing: list[tuple[str, str]] = []   # (config's truth topic, bag topic) remapped but absent
         if truth:
             for topic, msgtype in truth_topics(mech).items():
-                info = self.bag.get(topic)
-                if info is not None and topic not in self.stats:
-                    self.stats[topic] = TopicStats(topic, TRUTH, info["type"], (msgtype,),
-                                                   in_bag=info["count"])
+                source = self.remap.get(topic, topic)
+                info = self.bag.get(source)
+                if info is None:
+                    if topic in self.remap:
+                        self.truth_missing.append((topic, source))
+                    continue
+                if source not in self.stats:
+                    self.stats[source] = TopicStats(source, TRUTH, info["type"], (msgtype,),
+                                                    config_topic=topic, in_bag=info["count"])
         present = [s for s in self.stats.values() if s.role == SENSOR and s.msgtype is not None]
         if not present:
             raise MbfgError(self._nothing_to_read())
@@ -140,7 +148,8 @@ class BagInput:
     @property
     def has_truth(self) -> bool:
         ns = self.mech.config.truth_namespace or "/truth"
-        return any(s.role == TRUTH and s.topic == ns.rstrip("/") + "/joint_states" for s in self.stats.values())
+        return any(s.role == TRUTH and (s.config_topic or s.topic) == ns.rstrip("/") + "/joint_states"
+                   for s in self.stats.values())
 
     def _nothing_to_read(self) -> str:
         want = "; ".join(f"{s.topic} ({' or '.join(s.expected)}: {', '.join(s.sensors)})"
@@ -189,7 +198,7 @@ class BagInput:
                         continue
                     now = time.perf_counter()
                     self.time_truth += now - t
-                    yield TRUTH, topic, log_ns, msg
+                    yield TRUTH, st.config_topic or topic, log_ns, msg
                 t = time.perf_counter()
             self.damage = source.damage
         for st in self.stats.values():              # held by the bag, never read: counted

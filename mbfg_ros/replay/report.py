@@ -42,6 +42,16 @@ def _num(x):
     return x if math.isfinite(x) else None
 
 
+def _truth_problems(res: ReplayResult) -> list[str]:
+    """Why ground truth the user asked for could not be used (never silently): a remapped truth
+    topic the bag does not hold, joint states without the config's joints."""
+    out = [f"{src} (read as {topic} by --remap) is not in the bag: that truth is not scored"
+           for topic, src in res.input.truth_missing]
+    if res.truth_unmatched:
+        out.append(f"{res.truth_unmatched} joint-state messages of the truth lack some of the config's "
+                   f"joints ({', '.join(res.mech.joint_names)}) and were not used")
+    return out
+
 def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str, Residuals],
           extra: dict | None = None) -> dict:
     """Everything the summary says, as JSON-ready data."""
@@ -96,6 +106,7 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         "reorder_window": res.reorder_window,
         "topics": topics, "counts": counts, "problems": problems,
         "missing_topics": [s.topic for s in inp.missing],
+        "truth_problems": _truth_problems(res),
         "damage": {"regions": list(inp.damage.regions), "truncated": inp.damage.truncated,
                    "unknown_loss": inp.damage.unknown_loss},
         "time_jumps": [{"topic": j.topic, "sensor": j.sensor, "direction": j.direction,
@@ -180,6 +191,8 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
     truth_topics = [tp for tp, e in f["topics"].items() if e["role"] == "truth"]
     if truth_topics:
         lines.append(f"Ground truth: {len(truth_topics)} topics ({sum(f['topics'][tp]['messages'] for tp in truth_topics)} messages)")
+    for problem in f["truth_problems"]:
+        lines.append(f"Truth: {problem}")
     for topic in f["missing_topics"]:
         st = res.input.stats[topic]
         lines.append(f"Missing: {topic} ({', '.join(st.sensors)}) is not in the bag; the estimator ran without it"
@@ -270,7 +283,8 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
             lines.append(f"  closure {name} (in its frame_b): {parts or 'all components ~0'}")
     elif res.options.truth:
         lines.append("Accuracy: the bag has no ground truth (topics under "
-                     f"{mech.config.truth_namespace or '/truth'}); estimates and residuals only")
+                     f"{mech.config.truth_namespace or '/truth'}, or mapped to them with "
+                     "--remap TRUTH_TOPIC:=BAG_TOPIC); estimates and residuals only")
     if f["residuals"]:
         parts = []
         for name, r in f["residuals"].items():

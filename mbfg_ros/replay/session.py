@@ -92,6 +92,7 @@ class ReplayResult:
                                          # (their busy wall time), reader_cpu, writer_cpu
     output: dict | None                  # the output bag's summary
     reorder_window: float
+    truth_unmatched: int = 0             # truth joint-state messages without the config's joints
 
     @property
     def duration(self) -> float:
@@ -311,7 +312,8 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         truth=truth.series(epoch) if truth is not None else None, samples=samples,
         counts={k: SensorCounts(**vars(v)) for k, v in est.counts().items()}, health=est.health,
         layout=est.lay, epoch_ns=epoch, eras=eras,
-        timings=timings, output=out.summary() if out is not None else None, reorder_window=window)
+        timings=timings, output=out.summary() if out is not None else None, reorder_window=window,
+        truth_unmatched=truth.unmatched if truth is not None else 0)
 
 
 def _replay_status(inp: BagInput, problems_now: dict, order: StampOrder, jumps: TimeJumps, stamp: float):
