@@ -1,0 +1,385 @@
+"""Noise settings estimated from a recording, without ground truth (`mbfg tune`).
+
+The estimator is replayed over the bag (:func:`~mbfg_ros.replay.session.replay_bag`, in this
+process) and judged by its one-step prediction errors: every used reading minus the model's
+prediction at the newest (filtered) estimate of the keyframe strictly before it
+(:func:`~mbfg_ros.replay.residuals.sensor_residuals` with ``predicted=True``), i.e. the
+innovations, which the estimator had not seen yet. Two rules set the noises:
+
+- **sensor noises**: a sensor's noise becomes the RMS of its innovations (sensor unit, all its
+  axes), so its whitened innovation RMS is 1, and the process noises move by the geometric mean
+  of the sensors' factors (keeping the balance of model and sensors); repeated (replay,
+  measure, rescale) until every sensor is within ``tolerance`` of 1;
+- **process noises** (``estimator.noise.dynamics``, and the random walks of the slow states the
+  rig has: unknown inputs, gravity / mass scale, gyro biases): a 1-D search per noise, on a log
+  scale (decade steps until it gets worse, then half decades), maximising the Gaussian
+  log-likelihood of the innovations with each sensor's variance profiled out,
+  ``-1/2 sum_s N_s (log(2 pi mse_s) + 1)`` (a prediction-error method). The other factor noises
+  (integration, closures, priors) are tolerances of the discretisation and stay as they are.
+
+Rounds of (sensor rescale, process search) repeat until nothing changes by more than the
+tolerance or ``max_runs`` replays are spent; a last rescale makes the sensors unit-variance.
+The statistics leave out the first ``skip`` s of each era (convergence from the initial state).
+The innovation of a reading also holds the prediction's own error, so a noise found this way
+can be above the sensor's datasheet noise (most for a load cell when the model is loose).
+
+:func:`write_tuned_config` writes the result into a copy of the user's YAML (ruamel.yaml round
+trip, a dependency of rosbags: comments, order and style are kept; only the tuned numbers and a
+relative ``mechanism.urdf`` moved to the new place change).
+"""
+from __future__ import annotations
+
+import io
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from mbfg_ros.errors import MbfgError
+from mbfg_ros.model.config import NOISE_RANGE, RigConfig
+from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.replay.bag_input import BagInput
+from mbfg_ros.replay.residuals import sensor_residuals
+from mbfg_ros.replay.session import ReplayOptions, replay_bag
+
+MIN_READINGS = 100
+"""A sensor needs this many used readings (after ``skip``) for its noise to be estimated."""
+
+WALKS = ("input_random_walk", "gravity_random_walk", "mass_random_walk")
+SCALED = ("integration_position", "integration_velocity")
+"""Process noises that move with the sensors in a rescale even when not searched."""
+BIAS_PREFIX = "bias_instability:"
+"""Process-noise names: ``dynamics``, the random walks of WALKS and ``bias_instability:<gyro>``."""
+
+
+@dataclass(frozen=True)
+class TuningOptions:
+    """How to tune. ``search``: the process noises searched (None: :func:`process_noises`)."""
+    tolerance: float = 0.05          # |whitened innovation RMS - 1| accepted per sensor
+    max_runs: int = 30               # replays at most
+    skip: float = 1.0                # s after each era's start left out of the statistics
+    remap: dict[str, str] = field(default_factory=dict)
+    search: tuple[str, ...] | None = None
+    progress: bool = False           # tqdm bar (stderr) over the replays
+
+
+@dataclass
+class NoiseSettings:
+    """Sensor noises {sensor: sigma} (sensor unit) and process noises {name: sigma} (SI)."""
+    sensors: dict[str, float]
+    process: dict[str, float]
+
+    def copy(self) -> "NoiseSettings":
+        return NoiseSettings(dict(self.sensors), dict(self.process))
+
+
+@dataclass
+class SensorStat:
+    """One sensor's innovations in one run: ``rms`` in its unit over ``samples`` readings (all
+    axes), ``whitened`` = rms / sigma."""
+    name: str
+    kind: str
+    unit: str
+    sigma: float
+    samples: int
+    rms: float
+    mean: float
+
+    @property
+    def whitened(self) -> float:
+        return self.rms / self.sigma
+
+
+@dataclass
+class Evaluation:
+    """One replay at ``settings``: per-sensor innovation statistics and their log-likelihood."""
+    settings: NoiseSettings
+    sensors: dict[str, SensorStat]
+    log_likelihood: float
+    wall_time: float
+    resets: int = 0
+    failure: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.failure
+
+    def worst(self) -> float:
+        """Largest |log whitened RMS| over the sensors (0: every sensor at 1)."""
+        return max((abs(math.log(s.whitened)) for s in self.sensors.values() if s.rms > 0), default=0.0)
+
+
+@dataclass
+class TuningResult:
+    before: Evaluation
+    after: Evaluation
+    runs: int
+    wall_time: float
+    converged: bool
+    searched: tuple[str, ...]
+    history: list[tuple[str, Evaluation]]      # (stage, evaluation) of every replay
+
+
+def current_settings(cfg: RigConfig, names: tuple[str, ...]) -> NoiseSettings:
+    """The noises of ``cfg``: every measuring sensor's, and the process noises ``names``."""
+    sensors = {s.name: float(s.noise) for s in cfg.sensors.all()}
+    process = {}
+    for n in names:
+        if n.startswith(BIAS_PREFIX):
+            g = next(g for g in cfg.sensors.gyros if g.name == n[len(BIAS_PREFIX):])
+            process[n] = float(g.bias_instability)
+        else:
+            process[n] = float(getattr(cfg.estimator.noise, n))
+    return NoiseSettings(sensors, process)
+
+
+def process_noises(mech: Mechanism) -> tuple[str, ...]:
+    """The process noises searched by default: dynamics, the integration's velocity noise, and the
+    random walk of each slow state ``mech`` has (unknown inputs, gravity / mass scale, gyro biases)."""
+    est = mech.config.estimator
+    out = ["dynamics", "integration_velocity"]
+    if mech.input_joints:
+        out.append("input_random_walk")
+    if est.estimate_gravity:
+        out.append("gravity_random_walk")
+    if est.estimate_mass_link:
+        out.append("mass_random_walk")
+    out += [BIAS_PREFIX + g.config.name for g in mech.gyros if g.config.bias_instability > 0]
+    return tuple(out)
+
+
+def check_search(mech: Mechanism, names: tuple[str, ...]) -> None:
+    """Raise MbfgError for a process-noise name that does not act on ``mech``."""
+    valid = (*process_noises(mech), *SCALED)
+    for n in names:
+        if n not in valid:
+            raise MbfgError(f"--search: {n!r} is not a process noise of the config {mech.config.name!r} "
+                            f"(its process noises: {', '.join(valid)})")
+
+
+def apply_settings(cfg: RigConfig, s: NoiseSettings) -> RigConfig:
+    """``cfg`` with the noises of ``s``."""
+    sens = cfg.sensors
+    sens = replace(sens, encoders=tuple(replace(e, noise=s.sensors.get(e.name, e.noise)) for e in sens.encoders),
+                   gyros=tuple(replace(g, noise=s.sensors.get(g.name, g.noise),
+                                       bias_instability=s.process.get(BIAS_PREFIX + g.name, g.bias_instability))
+                               for g in sens.gyros),
+                   load_cells=tuple(replace(c, noise=s.sensors.get(c.name, c.noise)) for c in sens.load_cells))
+    walks = {k: v for k, v in s.process.items() if not k.startswith(BIAS_PREFIX)}
+    est = replace(cfg.estimator, noise=replace(cfg.estimator.noise, **walks))
+    return replace(cfg, sensors=sens, estimator=est)
+
+
+def check_bag(bag: str | Path, mech: Mechanism, remap: dict[str, str]) -> None:
+    """Raise MbfgError unless the bag holds every sensor topic of the config, of a usable type."""
+    inp = BagInput(bag, mech, remap, truth=False)
+    held = ", ".join(f"{t} ({v['type']}, {v['count']})" for t, v in sorted(inp.bag.items())) or "no topics"
+    for s in inp.missing:
+        raise MbfgError(f"the bag {str(bag)!r} has no topic {s.topic} (sensors {', '.join(s.sensors)} of the "
+                        f"config {mech.config.name!r}): every sensor is needed to estimate its noise; the bag "
+                        f"holds {held}. Map a config topic to a bag topic with --remap CONFIG_TOPIC:=BAG_TOPIC")
+    for s in inp.wrong_type:
+        raise MbfgError(f"the bag {str(bag)!r} has topic {s.topic} as {s.msgtype}, but the config's sensors "
+                        f"{', '.join(s.sensors)} read {' or '.join(s.expected)}")
+
+
+def _clamp(x: float) -> float:
+    return float(min(max(x, NOISE_RANGE[0]), NOISE_RANGE[1]))
+
+
+class Tuner:
+    """Replays ``bag`` with noise settings and keeps every evaluation."""
+
+    def __init__(self, bag: str | Path, mech: Mechanism, options: TuningOptions) -> None:
+        self.bag, self.base, self.opt = Path(bag), mech.config, options
+        self.names = options.search if options.search is not None else process_noises(mech)
+        check_search(mech, self.names)
+        self.measuring = [s.name for s in mech.config.sensors.all()]
+        self.history: list[tuple[str, Evaluation]] = []
+        self.bar = None
+        if options.progress:
+            from tqdm import tqdm
+            self.bar = tqdm(total=options.max_runs, unit=" replay", desc="tune", leave=False, file=sys.stderr,
+                            bar_format="{desc}: {n}/{total} replays |{bar}| [{elapsed}] {postfix}")
+
+    @property
+    def runs(self) -> int:
+        return len(self.history)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+    def evaluate(self, s: NoiseSettings, stage: str) -> Evaluation:
+        """Replay at ``s`` and measure the innovations."""
+        t0 = time.perf_counter()
+        if self.bar is not None:
+            self.bar.set_postfix_str(stage)
+        mech = Mechanism(apply_settings(self.base, s))
+        try:
+            res = replay_bag(self.bag, mech, ReplayOptions(remap=self.opt.remap, truth=False, processes=False))
+        except MbfgError as exc:
+            ev = Evaluation(s.copy(), {}, -math.inf, time.perf_counter() - t0, failure=str(exc))
+        else:
+            ev = self._statistics(mech, res, s, time.perf_counter() - t0)
+        self.history.append((stage, ev))
+        if self.bar is not None:
+            self.bar.update(1)
+        return ev
+
+    def _statistics(self, mech: Mechanism, res, s: NoiseSettings, wall: float) -> Evaluation:
+        resid = sensor_residuals(mech, res.layout, res.estimates, res.samples, predicted=True)
+        stats: dict[str, SensorStat] = {}
+        loglik = 0.0
+        for name in self.measuring:
+            r = resid.get(name)
+            keep = np.ones(0, bool) if r is None else np.ones(r.t.size, bool)
+            if r is not None:
+                for a, _ in res.eras:
+                    keep &= ~((r.t >= a) & (r.t < a + self.opt.skip))
+            if r is None or keep.sum() < MIN_READINGS:
+                got = 0 if r is None else int(keep.sum())
+                return Evaluation(s.copy(), stats, -math.inf, wall, res.health.resets,
+                                  failure=f"sensor {name!r} has {got} used readings after the first "
+                                          f"{self.opt.skip:g} s (at least {MIN_READINGS} are needed)")
+            x = r.r[keep].reshape(-1)
+            mse = float(np.mean(x * x))
+            stats[name] = SensorStat(name, r.kind, r.unit, s.sensors[name], int(keep.sum()), math.sqrt(mse),
+                                     float(np.mean(x)))
+            loglik += -0.5 * x.size * (math.log(2 * math.pi * max(mse, 1e-300)) + 1.0)
+        return Evaluation(s.copy(), stats, loglik, wall, res.health.resets)
+
+    def budget(self) -> int:
+        return self.opt.max_runs - self.runs
+
+    # ----------------------------------------------------------------------------------------
+    def rescale(self, ev: Evaluation, rounds: int) -> Evaluation:
+        """Sensor noises := their innovation RMS, replayed until all are within the tolerance.
+        The process noises move by the geometric mean of the sensors' factors, so the balance
+        of model and sensors (which the search sets) stays: scaling every noise alike leaves
+        the estimate nearly unchanged, and rescaling the sensors alone would feed back (a
+        looser sensor lets the estimate drift from it, which raises its innovations)."""
+        tol = math.log1p(self.opt.tolerance)
+        for _ in range(rounds):
+            if not ev.ok or ev.worst() <= tol or self.budget() <= 0:
+                break
+            s = ev.settings.copy()
+            logs = [math.log(st.whitened) for st in ev.sensors.values() if st.rms > 0]
+            for name, st in ev.sensors.items():
+                s.sensors[name] = _clamp(st.rms) if st.rms > 0 else s.sensors[name]
+            common = math.exp(sum(logs) / len(logs)) if logs else 1.0
+            for name in s.process:
+                s.process[name] = _clamp(s.process[name] * common)
+            ev = self.evaluate(s, "sensor noises")
+        return ev
+
+    def search(self, ev: Evaluation, name: str, coarse: bool) -> Evaluation:
+        """1-D search of process noise ``name`` (log scale) maximising the innovations' likelihood."""
+        best = ev
+        steps = (1.0, 0.5) if coarse else (0.5, 0.25)
+        for step in steps:
+            for direction in (+1, -1):
+                moved = False
+                while self.budget() > 0:
+                    s = best.settings.copy()
+                    x = s.process[name]
+                    new = _clamp(x * 10.0 ** (direction * step))
+                    if new == x:
+                        break
+                    s.process[name] = new
+                    cand = self.evaluate(s, f"{name} {new:.3g}")
+                    if cand.ok and cand.log_likelihood > best.log_likelihood:
+                        best, moved = cand, True
+                    else:
+                        break
+                if moved:
+                    break          # improved in this direction: the other one is worse
+        return best
+
+
+def tune(bag: str | Path, mech: Mechanism, options: TuningOptions | None = None) -> TuningResult:
+    """Estimate the noise settings of ``mech``'s config from ``bag`` (see the module docstring).
+    Raises MbfgError for a bag without the config's sensor topics or a run that fails at the
+    config's own noises."""
+    opt = options or TuningOptions()
+    t0 = time.perf_counter()
+    check_bag(bag, mech, opt.remap)
+    tuner = Tuner(bag, mech, opt)
+    try:
+        carried = tuple(dict.fromkeys((*tuner.names, *SCALED)))
+        before = tuner.evaluate(current_settings(mech.config, carried), "config as given")
+        if not before.ok:
+            raise MbfgError(f"cannot tune on {str(bag)!r}: {before.failure}")
+        ev = before
+        tol = math.log1p(opt.tolerance)
+        for round_ in range(2):
+            for name in tuner.names:
+                ev = tuner.search(ev, name, coarse=round_ == 0)
+            ev = tuner.rescale(ev, 4)
+        ev = tuner.rescale(ev, 4)
+        converged = ev.ok and ev.worst() <= tol
+    finally:
+        tuner.close()
+    return TuningResult(before, ev, tuner.runs, time.perf_counter() - t0, converged, tuner.names,
+                        tuner.history)
+
+
+# --------------------------------------------------------------------------------------------
+def _significant(x: float, digits: int = 4) -> float:
+    return float(f"{x:.{digits}g}")
+
+
+def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSettings, note: str = "") -> list[str]:
+    """Write ``source`` (a mechanism config YAML) to ``out`` with the noises of ``settings``
+    (4 significant digits); everything else, comments included, is kept. A relative
+    ``mechanism.urdf`` is rewritten relative to ``out``'s directory. Returns the fields changed
+    (``sensors.encoders[crank_encoder].noise``, ``estimator.noise.dynamics``, ...)."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap
+
+    source, out = Path(source), Path(out)
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 4096
+    with source.open(encoding="utf-8") as f:
+        doc = yaml.load(f)
+    changed: list[str] = []
+    sensors = doc.get("sensors") or {}
+    for kind in ("encoders", "gyros", "load_cells"):
+        for item in sensors.get(kind) or []:
+            name = item.get("name")
+            if name in settings.sensors:
+                item["noise"] = _significant(settings.sensors[name])
+                changed.append(f"sensors.{kind}[{name}].noise")
+            if kind == "gyros" and BIAS_PREFIX + str(name) in settings.process:
+                item["bias_instability"] = _significant(settings.process[BIAS_PREFIX + name])
+                changed.append(f"sensors.gyros[{name}].bias_instability")
+    walks = {k: v for k, v in settings.process.items() if not k.startswith(BIAS_PREFIX)}
+    if walks:
+        if doc.get("estimator") is None:
+            doc["estimator"] = CommentedMap()
+        est = doc["estimator"]
+        if est.get("noise") is None:
+            est["noise"] = CommentedMap()
+        for k, v in walks.items():
+            est["noise"][k] = _significant(v)
+            changed.append(f"estimator.noise.{k}")
+    mech = doc.get("mechanism") or {}
+    urdf = mech.get("urdf")
+    if isinstance(urdf, str) and not os.path.isabs(os.path.expanduser(urdf)):
+        target = (source.resolve().parent / urdf).resolve()
+        rel = os.path.relpath(target, out.resolve().parent)
+        if rel != urdf:
+            mech["urdf"] = rel
+            changed.append("mechanism.urdf")
+    buf = io.StringIO()
+    yaml.dump(doc, buf)
+    head = "".join(f"# {line}\n" if line else "#\n" for line in note.splitlines())
+    tmp = out.with_name(out.name + ".part")
+    tmp.write_text(head + buf.getvalue(), encoding="utf-8")
+    tmp.replace(out)
+    return changed
