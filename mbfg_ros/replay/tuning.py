@@ -11,21 +11,24 @@ innovations, which the estimator had not seen yet. Two rules set the noises:
   of the sensors' factors (keeping the balance of model and sensors); repeated (replay,
   measure, rescale) until every sensor is within ``tolerance`` of 1;
 - **process noises** (``estimator.noise.dynamics``, and the random walks of the slow states the
-  rig has: unknown inputs, gravity / mass scale, gyro biases): a 1-D search per noise, on a log
-  scale (decade steps until it gets worse, then half decades), maximising the Gaussian
+  rig has: unknown inputs, gravity / mass scale, gyro biases; and the integration's velocity
+  noise): a 1-D search per noise, on a log scale (decade steps until it gets worse in the first
+  round, half-decade steps in the second), maximising the Gaussian
   log-likelihood of the innovations with each sensor's variance profiled out,
-  ``-1/2 sum_s N_s (log(2 pi mse_s) + 1)`` (a prediction-error method). The other factor noises
-  (integration, closures, priors) are tolerances of the discretisation and stay as they are.
+  ``-1/2 sum_s N_s (log(2 pi mse_s) + 1)`` (a prediction-error method, blind to the noises'
+  common scale). ``integration_position`` moves with the rescale; closure and prior noises are
+  constraint tolerances and stay as they are.
 
-Rounds of (sensor rescale, process search) repeat until nothing changes by more than the
-tolerance or ``max_runs`` replays are spent; a last rescale makes the sensors unit-variance.
+Two rounds of (process search, sensor rescale), then a last rescale until every sensor is
+within the tolerance, at most ``max_runs`` replays in all. The search comes first: rescaling a
+badly balanced estimator (one that does not track) feeds back and runs away.
 The statistics leave out the first ``skip`` s of each era (convergence from the initial state).
 The innovation of a reading also holds the prediction's own error, so a noise found this way
 can be above the sensor's datasheet noise (most for a load cell when the model is loose).
 
 :func:`write_tuned_config` writes the result into a copy of the user's YAML (ruamel.yaml round
 trip, a dependency of rosbags: comments, order and style are kept; only the tuned numbers and a
-relative ``mechanism.urdf`` moved to the new place change).
+relative ``mechanism.urdf`` made absolute when the file moves to another directory change).
 """
 from __future__ import annotations
 
@@ -219,7 +222,10 @@ class Tuner:
         t0 = time.perf_counter()
         if self.bar is not None:
             self.bar.set_postfix_str(stage)
-        mech = Mechanism(apply_settings(self.base, s))
+        cfg = apply_settings(self.base, s)
+        # the same rows in CasADi's VM: compiling native code for every trial (~1.5 s) costs
+        # more than it saves on a replay of a few tens of seconds
+        mech = Mechanism(replace(cfg, estimator=replace(cfg.estimator, native_code="off")))
         try:
             res = replay_bag(self.bag, mech, ReplayOptions(remap=self.opt.remap, truth=False, processes=False))
         except MbfgError as exc:
@@ -280,8 +286,7 @@ class Tuner:
     def search(self, ev: Evaluation, name: str, coarse: bool) -> Evaluation:
         """1-D search of process noise ``name`` (log scale) maximising the innovations' likelihood."""
         best = ev
-        steps = (1.0, 0.5) if coarse else (0.5, 0.25)
-        for step in steps:
+        for step in ((1.0,) if coarse else (0.5,)):
             for direction in (+1, -1):
                 moved = False
                 while self.budget() > 0:
@@ -333,20 +338,37 @@ def _significant(x: float, digits: int = 4) -> float:
     return float(f"{x:.{digits}g}")
 
 
+def _indents(text: str) -> tuple[int, int]:
+    """(mapping indent, offset of a block sequence's dash) of a YAML text (default 2, 2)."""
+    mapping = offset = None
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    for a, b in zip(lines, lines[1:]):
+        ia, ib = len(a) - len(a.lstrip()), len(b) - len(b.lstrip())
+        if ib <= ia or not a.split("#")[0].rstrip().endswith(":"):
+            continue
+        if b.lstrip().startswith("- "):
+            offset = ib - ia if offset is None else offset
+        else:
+            mapping = ib - ia if mapping is None else mapping
+    return mapping or 2, offset if offset is not None else 2
+
+
 def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSettings, note: str = "") -> list[str]:
     """Write ``source`` (a mechanism config YAML) to ``out`` with the noises of ``settings``
     (4 significant digits); everything else, comments included, is kept. A relative
-    ``mechanism.urdf`` is rewritten relative to ``out``'s directory. Returns the fields changed
+    ``mechanism.urdf`` becomes absolute when ``out`` is in another directory. Returns the fields changed
     (``sensors.encoders[crank_encoder].noise``, ``estimator.noise.dynamics``, ...)."""
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
 
     source, out = Path(source), Path(out)
+    text = source.read_text(encoding="utf-8")
+    indent, seq_offset = _indents(text)
     yaml = YAML()
     yaml.preserve_quotes = True
     yaml.width = 4096
-    with source.open(encoding="utf-8") as f:
-        doc = yaml.load(f)
+    yaml.indent(mapping=indent, sequence=indent + seq_offset, offset=seq_offset)
+    doc = yaml.load(text)
     changed: list[str] = []
     sensors = doc.get("sensors") or {}
     for kind in ("encoders", "gyros", "load_cells"):
@@ -371,10 +393,8 @@ def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSetti
     mech = doc.get("mechanism") or {}
     urdf = mech.get("urdf")
     if isinstance(urdf, str) and not os.path.isabs(os.path.expanduser(urdf)):
-        target = (source.resolve().parent / urdf).resolve()
-        rel = os.path.relpath(target, out.resolve().parent)
-        if rel != urdf:
-            mech["urdf"] = rel
+        if source.resolve().parent != out.resolve().parent:
+            mech["urdf"] = str((source.resolve().parent / os.path.expanduser(urdf)).resolve())
             changed.append("mechanism.urdf")
     buf = io.StringIO()
     yaml.dump(doc, buf)
