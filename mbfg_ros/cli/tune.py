@@ -60,6 +60,10 @@ def _validate(args: argparse.Namespace) -> Path:
     return out
 
 
+OVERFIT = 0.5
+"""A sensor whose residual at the estimate is below this many sigmas is reported as over-fitted."""
+
+
 def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
@@ -68,7 +72,8 @@ def facts(res, out: Path, changed: list[str]) -> dict:
     """The result as plain data (the --json output)."""
     def ev(e) -> dict:
         return {"sensors": {n: {"kind": s.kind, "unit": s.unit, "noise": s.sigma, "innovation_rms": s.rms,
-                                "innovation_mean": s.mean, "whitened_rms": s.whitened, "samples": s.samples}
+                                "innovation_mean": s.mean, "whitened_rms": s.whitened,
+                                "whitened_rms_at_estimate": s.whitened_at_estimate, "samples": s.samples}
                             for n, s in e.sensors.items()},
                 "process": dict(e.settings.process), "log_likelihood": e.log_likelihood}
     return {"before": ev(res.before), "after": ev(res.after), "runs": res.runs, "wall_time": res.wall_time,
@@ -80,12 +85,19 @@ def format_summary(res, out: Path, changed: list[str]) -> str:
     lines = [f"Tuned in {res.runs} replays, {res.wall_time:.1f} s wall time"
              + ("" if res.converged else " (NOT converged: a sensor is still outside the tolerance; "
                                          "raise --max-runs or check the sensor)"),
-             "Sensors (innovation = reading - prediction from the keyframe before it; whitened = RMS / noise):",
-             f"  {'sensor':<20} {'noise before':>13} {'whitened':>9} {'noise after':>13} {'whitened':>9}  unit"]
+             "Sensors (whitened = RMS / noise of the innovations: reading - prediction from the keyframe "
+             "before it; at estimate: of reading - the estimate that used it, as `mbfg replay` reports):",
+             f"  {'sensor':<20} {'noise before':>13} {'whitened':>9} {'noise after':>13} {'whitened':>9} "
+             f"{'at estimate':>12}  unit"]
     for name, sb in b.sensors.items():
-        sa = a.sensors.get(name)
-        lines.append(f"  {name:<20} {_fmt(sb.sigma):>13} {sb.whitened:>9.3f} "
-                     f"{_fmt(sa.sigma) if sa else '-':>13} {sa.whitened if sa else float('nan'):>9.3f}  {sb.unit}")
+        sa = a.sensors[name]
+        lines.append(f"  {name:<20} {_fmt(sb.sigma):>13} {sb.whitened:>9.3f} {_fmt(sa.sigma):>13} "
+                     f"{sa.whitened:>9.3f} {sa.whitened_at_estimate:>12.3f}  {sb.unit}")
+    for name, sa in a.sensors.items():
+        if sa.whitened_at_estimate < OVERFIT:
+            lines.append(f"  note: at the estimate {name} is at {sa.whitened_at_estimate:.2f} sigma: the estimate "
+                         "follows its noise (over-fitted; the model is loose: a model error the dynamics noise "
+                         "absorbs; an `unknown` actuation on a DOF joint can absorb it instead)")
     lines.append("Process noises (searched: " + ", ".join(res.searched) + "):")
     for name, vb in b.settings.process.items():
         lines.append(f"  {name:<20} {_fmt(vb):>13} -> {_fmt(a.settings.process[name])}")

@@ -24,7 +24,11 @@ within the tolerance, at most ``max_runs`` replays in all. The search comes firs
 badly balanced estimator (one that does not track) feeds back and runs away.
 The statistics leave out the first ``skip`` s of each era (convergence from the initial state).
 The innovation of a reading also holds the prediction's own error, so a noise found this way
-can be above the sensor's datasheet noise (most for a load cell when the model is loose).
+can be above the sensor's datasheet noise (most for a load cell when the model is loose). The
+residual at the estimate that used the reading (what `mbfg replay` reports) is kept beside it:
+far below 1 it says the estimate follows that sensor's noise (over-fitted), typically a load cell
+once a large dynamics noise frees the multipliers (a model error the white dynamics noise has to
+absorb; an unknown input on the DOF, a random-walk state, absorbs it without freeing them).
 
 :func:`write_tuned_config` writes the result into a copy of the user's YAML (ruamel.yaml round
 trip, a dependency of rosbags: comments, order and style are kept; only the tuned numbers and a
@@ -43,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from mbfg_ros.errors import MbfgError
-from mbfg_ros.model.config import NOISE_RANGE, RigConfig
+from mbfg_ros.model.config import NOISE_RANGE, NoiseConfig, RigConfig
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import BagInput
 from mbfg_ros.replay.residuals import sensor_residuals
@@ -91,10 +95,16 @@ class SensorStat:
     samples: int
     rms: float
     mean: float
+    rms_at_estimate: float = math.nan   # RMS of reading - prediction at the estimate that used it
+                                        # (what `mbfg replay` reports), sensor unit
 
     @property
     def whitened(self) -> float:
         return self.rms / self.sigma
+
+    @property
+    def whitened_at_estimate(self) -> float:
+        return self.rms_at_estimate / self.sigma
 
 
 @dataclass
@@ -239,14 +249,19 @@ class Tuner:
 
     def _statistics(self, mech: Mechanism, res, s: NoiseSettings, wall: float) -> Evaluation:
         resid = sensor_residuals(mech, res.layout, res.estimates, res.samples, predicted=True)
+        posterior = sensor_residuals(mech, res.layout, res.estimates, res.samples)
         stats: dict[str, SensorStat] = {}
         loglik = 0.0
+
+        def kept(t: np.ndarray) -> np.ndarray:
+            keep = np.ones(t.size, bool)
+            for a, _ in res.eras:
+                keep &= ~((t >= a) & (t < a + self.opt.skip))
+            return keep
+
         for name in self.measuring:
             r = resid.get(name)
-            keep = np.ones(0, bool) if r is None else np.ones(r.t.size, bool)
-            if r is not None:
-                for a, _ in res.eras:
-                    keep &= ~((r.t >= a) & (r.t < a + self.opt.skip))
+            keep = np.ones(0, bool) if r is None else kept(r.t)
             if r is None or keep.sum() < MIN_READINGS:
                 got = 0 if r is None else int(keep.sum())
                 return Evaluation(s.copy(), stats, -math.inf, wall, res.health.resets,
@@ -254,8 +269,10 @@ class Tuner:
                                           f"{self.opt.skip:g} s (at least {MIN_READINGS} are needed)")
             x = r.r[keep].reshape(-1)
             mse = float(np.mean(x * x))
+            p = posterior[name]
+            xp = p.r[kept(p.t)].reshape(-1)
             stats[name] = SensorStat(name, r.kind, r.unit, s.sensors[name], int(keep.sum()), math.sqrt(mse),
-                                     float(np.mean(x)))
+                                     float(np.mean(x)), float(np.sqrt(np.mean(xp * xp))) if xp.size else math.nan)
             loglik += -0.5 * x.size * (math.log(2 * math.pi * max(mse, 1e-300)) + 1.0)
         return Evaluation(s.copy(), stats, loglik, wall, res.health.resets)
 
@@ -338,6 +355,15 @@ def _significant(x: float, digits: int = 4) -> float:
     return float(f"{x:.{digits}g}")
 
 
+def _float_text(x: float) -> str:
+    """A float as YAML 1.1 readers (PyYAML) take it: 1e-05 is a string there, 1.0e-05 a number."""
+    t = repr(float(x))
+    if "e" in t:
+        mant, exp = t.split("e")
+        t = (mant if "." in mant else mant + ".0") + "e" + exp
+    return t
+
+
 def _indents(text: str) -> tuple[int, int]:
     """(mapping indent, offset of a block sequence's dash) of a YAML text (default 2, 2)."""
     mapping = offset = None
@@ -356,8 +382,9 @@ def _indents(text: str) -> tuple[int, int]:
 def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSettings, note: str = "") -> list[str]:
     """Write ``source`` (a mechanism config YAML) to ``out`` with the noises of ``settings``
     (4 significant digits); everything else, comments included, is kept. A relative
-    ``mechanism.urdf`` becomes absolute when ``out`` is in another directory. Returns the fields changed
-    (``sensors.encoders[crank_encoder].noise``, ``estimator.noise.dynamics``, ...)."""
+    ``mechanism.urdf`` becomes absolute when ``out`` is in another directory. Returns the fields whose
+    value changed (``sensors.encoders[crank_encoder].noise``, ``estimator.noise.dynamics``, ...);
+    a process noise the file leaves out stays out while it is at its default."""
     from ruamel.yaml import YAML
     from ruamel.yaml.comments import CommentedMap
 
@@ -368,28 +395,40 @@ def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSetti
     yaml.preserve_quotes = True
     yaml.width = 4096
     yaml.indent(mapping=indent, sequence=indent + seq_offset, offset=seq_offset)
+    yaml.representer.add_representer(
+        float, lambda r, x: r.represent_scalar("tag:yaml.org,2002:float", _float_text(x)))
     doc = yaml.load(text)
     changed: list[str] = []
+
+    def put(node, key: str, value: float, label: str) -> None:
+        value = _significant(value)
+        old = node.get(key)
+        if isinstance(old, (int, float)) and not isinstance(old, bool) and _significant(float(old)) == value:
+            return
+        node[key] = value
+        changed.append(label)
+
     sensors = doc.get("sensors") or {}
     for kind in ("encoders", "gyros", "load_cells"):
         for item in sensors.get(kind) or []:
             name = item.get("name")
             if name in settings.sensors:
-                item["noise"] = _significant(settings.sensors[name])
-                changed.append(f"sensors.{kind}[{name}].noise")
+                put(item, "noise", settings.sensors[name], f"sensors.{kind}[{name}].noise")
             if kind == "gyros" and BIAS_PREFIX + str(name) in settings.process:
-                item["bias_instability"] = _significant(settings.process[BIAS_PREFIX + name])
-                changed.append(f"sensors.gyros[{name}].bias_instability")
+                put(item, "bias_instability", settings.process[BIAS_PREFIX + name],
+                    f"sensors.gyros[{name}].bias_instability")
+    defaults = NoiseConfig()
     walks = {k: v for k, v in settings.process.items() if not k.startswith(BIAS_PREFIX)}
-    if walks:
-        if doc.get("estimator") is None:
-            doc["estimator"] = CommentedMap()
-        est = doc["estimator"]
-        if est.get("noise") is None:
-            est["noise"] = CommentedMap()
-        for k, v in walks.items():
-            est["noise"][k] = _significant(v)
-            changed.append(f"estimator.noise.{k}")
+    for k, v in walks.items():
+        est = doc.get("estimator")
+        noise = est.get("noise") if est is not None else None
+        if (noise is None or k not in noise) and _significant(v) == _significant(getattr(defaults, k)):
+            continue                     # at its default and not in the file: leave it out
+        if est is None:
+            doc["estimator"] = est = CommentedMap()
+        if noise is None:
+            est["noise"] = noise = CommentedMap()
+        put(noise, k, v, f"estimator.noise.{k}")
     mech = doc.get("mechanism") or {}
     urdf = mech.get("urdf")
     if isinstance(urdf, str) and not os.path.isabs(os.path.expanduser(urdf)):
