@@ -238,8 +238,10 @@ class Tuner:
         mech = Mechanism(replace(cfg, estimator=replace(cfg.estimator, native_code="off")))
         try:
             res = replay_bag(self.bag, mech, ReplayOptions(remap=self.opt.remap, truth=False, processes=False))
-        except MbfgError as exc:
-            ev = Evaluation(s.copy(), {}, -math.inf, time.perf_counter() - t0, failure=str(exc))
+        except (MbfgError, RuntimeError, ArithmeticError, np.linalg.LinAlgError) as exc:
+            # a trial at extreme noises may fail (nothing estimated, a solver error): it loses
+            ev = Evaluation(s.copy(), {}, -math.inf, time.perf_counter() - t0,
+                            failure=str(exc) or type(exc).__name__)
         else:
             ev = self._statistics(mech, res, s, time.perf_counter() - t0)
         self.history.append((stage, ev))
