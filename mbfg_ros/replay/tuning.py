@@ -30,15 +30,16 @@ far below 1 it says the estimate follows that sensor's noise (over-fitted), typi
 once a large dynamics noise frees the multipliers (a model error the white dynamics noise has to
 absorb; an unknown input on the DOF, a random-walk state, absorbs it without freeing them).
 
-:func:`write_tuned_config` writes the result into a copy of the user's YAML (ruamel.yaml round
-trip, a dependency of rosbags: comments, order and style are kept; only the tuned numbers and a
-relative ``mechanism.urdf`` made absolute when the file moves to another directory change).
+:func:`write_tuned_config` writes the result into a copy of the user's YAML, edited as text at the
+places PyYAML marks: comments, order and layout are kept byte for byte; only the tuned numbers
+and a relative ``mechanism.urdf`` (made absolute when the file moves to another directory) change.
 """
 from __future__ import annotations
 
-import io
+import json
 import math
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -299,29 +300,32 @@ class Tuner:
             common = math.exp(sum(logs) / len(logs)) if logs else 1.0
             for name in s.process:
                 s.process[name] = _clamp(s.process[name] * common)
-            ev = self.evaluate(s, "sensor noises")
+            new = self.evaluate(s, "sensor noises")
+            if not new.ok:
+                break              # keep the last settings that ran
+            ev = new
         return ev
 
     def search(self, ev: Evaluation, name: str, coarse: bool) -> Evaluation:
         """1-D search of process noise ``name`` (log scale) maximising the innovations' likelihood."""
         best = ev
-        for step in ((1.0,) if coarse else (0.5,)):
-            for direction in (+1, -1):
-                moved = False
-                while self.budget() > 0:
-                    s = best.settings.copy()
-                    x = s.process[name]
-                    new = _clamp(x * 10.0 ** (direction * step))
-                    if new == x:
-                        break
-                    s.process[name] = new
-                    cand = self.evaluate(s, f"{name} {new:.3g}")
-                    if cand.ok and cand.log_likelihood > best.log_likelihood:
-                        best, moved = cand, True
-                    else:
-                        break
-                if moved:
-                    break          # improved in this direction: the other one is worse
+        step = 1.0 if coarse else 0.5          # decades
+        for direction in (+1, -1):
+            moved = False
+            while self.budget() > 0:
+                s = best.settings.copy()
+                x = s.process[name]
+                new = _clamp(x * 10.0 ** (direction * step))
+                if new == x:
+                    break
+                s.process[name] = new
+                cand = self.evaluate(s, f"{name} {new:.3g}")
+                if cand.ok and cand.log_likelihood > best.log_likelihood:
+                    best, moved = cand, True
+                else:
+                    break
+            if moved:
+                break              # improved in this direction: the other one was not tried
         return best
 
 
@@ -366,81 +370,136 @@ def _float_text(x: float) -> str:
     return t
 
 
-def _indents(text: str) -> tuple[int, int]:
-    """(mapping indent, offset of a block sequence's dash) of a YAML text (default 2, 2)."""
-    mapping = offset = None
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    for a, b in zip(lines, lines[1:]):
-        ia, ib = len(a) - len(a.lstrip()), len(b) - len(b.lstrip())
-        if ib <= ia or not a.split("#")[0].rstrip().endswith(":"):
-            continue
-        if b.lstrip().startswith("- "):
-            offset = ib - ia if offset is None else offset
+class _TextEdits:
+    """Edits of a YAML text at the places PyYAML's composer marks (character indices), so that
+    everything else (comments, order, layout, quoting) stays byte for byte."""
+
+    def __init__(self, text: str) -> None:
+        import yaml
+        self.text = text
+        self.root = yaml.compose(text, Loader=yaml.SafeLoader)
+        self.edits: list[tuple[int, int, str]] = []
+
+    @staticmethod
+    def get(node, key: str):
+        """The value node of ``key`` in a mapping node (None if absent or not a mapping)."""
+        if node is None or node.tag != "tag:yaml.org,2002:map":
+            return None
+        for k, v in node.value:
+            if k.value == key:
+                return v
+        return None
+
+    def replace(self, node, text: str) -> None:
+        """Replace a scalar; a comment after it on its line keeps its column when there is room."""
+        a, b = node.start_mark.index, node.end_mark.index
+        pad = re.match(r"( +)#", self.text[b:b + 200])
+        if pad:
+            width = b - a + len(pad.group(1))
+            text, b = text + " " * max(1, width - len(text)), b + len(pad.group(1))
+        self.edits.append((a, b, text))
+
+    def insert(self, mapping, key: str, text: str) -> None:
+        """Add ``key: text`` to a mapping node (block or flow style)."""
+        if mapping.flow_style:
+            close = self.text.rindex("}", 0, mapping.end_mark.index)
+            sep = ", " if mapping.value else ""
+            self.edits.append((close, close, f"{sep}{key}: {text}"))
+            return
+        column = mapping.value[0][0].start_mark.column
+        end = mapping.value[-1][1].end_mark
+        if end.column == 0:          # a nested block ends at the start of the next line
+            at, new = end.index, " " * column + f"{key}: {text}\n"
         else:
-            mapping = ib - ia if mapping is None else mapping
-    return mapping or 2, offset if offset is not None else 2
+            nl = self.text.find("\n", end.index)
+            at = len(self.text) if nl < 0 else nl
+            new = "\n" + " " * column + f"{key}: {text}"
+        self.edits.append((at, at, new))
+
+    def append(self, text: str) -> None:
+        at = len(self.text)
+        self.edits.append((at, at, ("" if self.text.endswith("\n") else "\n") + text))
+
+    def result(self) -> str:
+        out = self.text
+        # from the end, so that earlier indices stay valid; insertions at one place keep their order
+        order = sorted(range(len(self.edits)), key=lambda i: (self.edits[i][0], self.edits[i][1], i), reverse=True)
+        for i in order:
+            a, b, new = self.edits[i]
+            out = out[:a] + new + out[b:]
+        return out
+
+
+def _number(node) -> float | None:
+    try:
+        return float(node.value) if node is not None and node.tag in (
+            "tag:yaml.org,2002:float", "tag:yaml.org,2002:int") else None
+    except ValueError:
+        return None
 
 
 def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSettings, note: str = "") -> list[str]:
     """Write ``source`` (a mechanism config YAML) to ``out`` with the noises of ``settings``
-    (4 significant digits); everything else, comments included, is kept. A relative
-    ``mechanism.urdf`` becomes absolute when ``out`` is in another directory. Returns the fields whose
-    value changed (``sensors.encoders[crank_encoder].noise``, ``estimator.noise.dynamics``, ...);
-    a process noise the file leaves out stays out while it is at its default."""
-    from ruamel.yaml import YAML
-    from ruamel.yaml.comments import CommentedMap
-
+    (4 significant digits); everything else, comments included, is kept byte for byte. A relative
+    ``mechanism.urdf`` becomes absolute when ``out`` is in another directory. Returns the fields
+    whose value changed (``sensors.encoders[crank_encoder].noise``, ``estimator.noise.dynamics``,
+    ...); a process noise the file leaves out stays out while it is at its default."""
     source, out = Path(source), Path(out)
-    text = source.read_text(encoding="utf-8")
-    indent, seq_offset = _indents(text)
-    yaml = YAML()
-    yaml.preserve_quotes = True
-    yaml.width = 4096
-    yaml.indent(mapping=indent, sequence=indent + seq_offset, offset=seq_offset)
-    yaml.representer.add_representer(
-        float, lambda r, x: r.represent_scalar("tag:yaml.org,2002:float", _float_text(x)))
-    doc = yaml.load(text)
+    doc = _TextEdits(source.read_text(encoding="utf-8"))
+    get = doc.get
     changed: list[str] = []
 
-    def put(node, key: str, value: float, label: str) -> None:
+    def put(mapping, key: str, value: float, label: str) -> bool:
         value = _significant(value)
-        old = node.get(key)
-        if isinstance(old, (int, float)) and not isinstance(old, bool) and _significant(float(old)) == value:
-            return
-        node[key] = value
+        node = get(mapping, key)
+        old = _number(node)
+        if old is not None and _significant(old) == value:
+            return False
+        if node is not None:
+            doc.replace(node, _float_text(value))
+        else:
+            doc.insert(mapping, key, _float_text(value))
         changed.append(label)
+        return True
 
-    sensors = doc.get("sensors") or {}
+    sensors = get(doc.root, "sensors")
     for kind in ("encoders", "gyros", "load_cells"):
-        for item in sensors.get(kind) or []:
-            name = item.get("name")
+        seq = get(sensors, kind)
+        for item in (seq.value if seq is not None and seq.tag == "tag:yaml.org,2002:seq" else []):
+            name = getattr(get(item, "name"), "value", None)
             if name in settings.sensors:
                 put(item, "noise", settings.sensors[name], f"sensors.{kind}[{name}].noise")
             if kind == "gyros" and BIAS_PREFIX + str(name) in settings.process:
                 put(item, "bias_instability", settings.process[BIAS_PREFIX + name],
                     f"sensors.gyros[{name}].bias_instability")
     defaults = NoiseConfig()
-    walks = {k: v for k, v in settings.process.items() if not k.startswith(BIAS_PREFIX)}
-    for k, v in walks.items():
-        est = doc.get("estimator")
-        noise = est.get("noise") if est is not None else None
-        if (noise is None or k not in noise) and _significant(v) == _significant(getattr(defaults, k)):
+    est = get(doc.root, "estimator")
+    noise = get(est, "noise")
+    new_noise: dict[str, str] = {}           # for a config without estimator.noise
+    for k, v in settings.process.items():
+        if k.startswith(BIAS_PREFIX):
+            continue
+        if get(noise, k) is None and _significant(v) == _significant(getattr(defaults, k)):
             continue                     # at its default and not in the file: leave it out
-        if est is None:
-            doc["estimator"] = est = CommentedMap()
-        if noise is None:
-            est["noise"] = noise = CommentedMap()
-        put(noise, k, v, f"estimator.noise.{k}")
-    mech = doc.get("mechanism") or {}
-    urdf = mech.get("urdf")
-    if isinstance(urdf, str) and not os.path.isabs(os.path.expanduser(urdf)):
+        if noise is not None:
+            put(noise, k, v, f"estimator.noise.{k}")
+        else:
+            new_noise[k] = _float_text(_significant(v))
+            changed.append(f"estimator.noise.{k}")
+    if new_noise:
+        flow = "{" + ", ".join(f"{k}: {v}" for k, v in new_noise.items()) + "}"
+        if est is not None and est.tag == "tag:yaml.org,2002:map" and est.value:
+            doc.insert(est, "noise", flow)
+        else:
+            doc.append(f"estimator:\n  noise: {flow}\n")
+    urdf = get(get(doc.root, "mechanism"), "urdf")
+    if urdf is not None and urdf.tag == "tag:yaml.org,2002:str" and not os.path.isabs(os.path.expanduser(urdf.value)):
         if source.resolve().parent != out.resolve().parent:
-            mech["urdf"] = str((source.resolve().parent / os.path.expanduser(urdf)).resolve())
+            path = str((source.resolve().parent / os.path.expanduser(urdf.value)).resolve())
+            doc.replace(urdf, path if re.fullmatch(r"[\w./+-]+", path) else json.dumps(path))
             changed.append("mechanism.urdf")
-    buf = io.StringIO()
-    yaml.dump(doc, buf)
     head = "".join(f"# {line}\n" if line else "#\n" for line in note.splitlines())
     tmp = out.with_name(out.name + ".part")
-    tmp.write_text(head + buf.getvalue(), encoding="utf-8")
+    tmp.write_text(head + doc.result(), encoding="utf-8")
     tmp.replace(out)
     return changed

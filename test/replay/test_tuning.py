@@ -171,3 +171,19 @@ def test_bad_options_are_clear_errors(short_bag, tmp_path):
 def test_too_short_a_recording_is_refused(short_bag):
     with pytest.raises(MbfgError, match="used readings after the first 1 s"):
         tune(short_bag, load_rig(FOUR_BAR).mech, TuningOptions(max_runs=2))
+
+
+def test_written_config_without_a_noise_section_and_in_flow_style(tmp_path):
+    for name in ("four_bar_gyro", "five_bar"):
+        src = CONFIG / f"{name}.yaml"
+        cfg = load_rig(src).mech.config
+        s = current_settings(cfg, ("dynamics",))
+        s.process["dynamics"] = 30.0
+        s.sensors = {k: v * 2 for k, v in s.sensors.items()}
+        out = tmp_path / f"{name}.yaml"
+        changed = write_tuned_config(src, out, s)
+        assert "estimator.noise.dynamics" in changed
+        got = load_rig(out).mech.config
+        assert got.estimator.noise.dynamics == 30.0
+        assert [x.noise for x in got.sensors.all()] == [float(f"{x.noise * 2:.4g}") for x in cfg.sensors.all()]
+        assert got.estimator.keyframe_rate == cfg.estimator.keyframe_rate and got.dof == cfg.dof
