@@ -12,6 +12,13 @@ trajectory between keyframes. Predictions use the model functions of the config 
 
 Residuals are in the sensor's unit; ``sigma`` is the config's noise, so r / sigma should look
 like unit-variance noise when the estimator and the config agree with the rig.
+
+With ``predicted=True`` the state comes from the newest keyframe strictly before the reading
+(more than :data:`PREDICTION_EPS` earlier), so with the filtered estimates of a replay every
+residual is a one-step prediction error (an innovation: the reading was not used yet), also for
+readings stamped at a keyframe (`mbfg tune` uses these); the acceleration, multipliers and
+inputs a load cell reads are then extrapolated linearly from the two keyframes before it
+instead of held.
 """
 from __future__ import annotations
 
@@ -26,6 +33,9 @@ from mbfg_ros.replay.estimate_log import EstimateSeries
 
 DEFAULT_MAX_SAMPLES = 20_000
 """Residuals are evaluated for at most this many readings per sensor (evenly spaced)."""
+
+PREDICTION_EPS = 1e-6
+"""s: with ``predicted``, a keyframe this close to a reading's stamp counts as at the reading."""
 
 
 class SampleLog:
@@ -97,8 +107,9 @@ def load_cell_unit(mech: Mechanism, k: int) -> str:
     return "N" if c.component == "force" else "N m"
 
 
-def _state_at(est: EstimateSeries, t: np.ndarray, era: np.ndarray):
-    """Index of the keyframe before each t (of the sample's era) and the time since it."""
+def _state_at(est: EstimateSeries, t: np.ndarray, era: np.ndarray, predicted: bool = False):
+    """Index of the keyframe before each t (of the sample's era; with ``predicted`` strictly
+    before it) and the time since it."""
     k = np.zeros(t.size, int)
     for e in np.unique(era):
         rows = np.flatnonzero(est.era == e)
@@ -106,7 +117,11 @@ def _state_at(est: EstimateSeries, t: np.ndarray, era: np.ndarray):
             rows = np.arange(len(est))
         rows = rows[np.argsort(est.t[rows], kind="stable")]
         sel = era == e
-        i = np.clip(np.searchsorted(est.t[rows], t[sel], side="right") - 1, 0, rows.size - 1)
+        if predicted:
+            i = np.searchsorted(est.t[rows], t[sel] - PREDICTION_EPS, side="left") - 1
+        else:
+            i = np.searchsorted(est.t[rows], t[sel], side="right") - 1
+        i = np.clip(i, 0, rows.size - 1)
         k[sel] = rows[i]
     return k, t - est.t[k]
 
@@ -122,7 +137,7 @@ def _samples(samples: SampleLog, name: str) -> tuple[np.ndarray, np.ndarray, np.
     return t[order], y[order], era[order]
 
 
-def _readings(est: EstimateSeries, samples: SampleLog, name: str, limit: int):
+def _readings(est: EstimateSeries, samples: SampleLog, name: str, limit: int, predicted: bool = False):
     """(t, y, era, i, q, v) of at most ``limit`` readings of a sensor spread over the run, or None
     without readings: i is the keyframe before each reading, q and v (samples, n) the estimate
     carried from it to the reading's stamp at constant acceleration."""
@@ -131,11 +146,21 @@ def _readings(est: EstimateSeries, samples: SampleLog, name: str, limit: int):
         return None
     sel = _pick(t.size, limit)
     t, y, era = t[sel], y[sel], era[sel]
-    i, dt = _state_at(est, t, era)
+    i, dt = _state_at(est, t, era, predicted)
     h = dt[:, None]
     q = est.q[i] + est.v[i] * h + 0.5 * est.a[i] * h * h
     v = est.v[i] + est.a[i] * h
     return t, y, era, i, q, v
+
+
+def _extrapolated(est: EstimateSeries, values: np.ndarray, i: np.ndarray, dt: np.ndarray) -> np.ndarray:
+    """values[i] carried ``dt`` s on along the line through keyframes i - 1 and i (of one era);
+    held where keyframe i has no predecessor."""
+    prev = np.maximum(i - 1, 0)
+    h = est.t[i] - est.t[prev]
+    ok = (i > 0) & (est.era[prev] == est.era[i]) & (h > 0)
+    w = np.where(ok, dt / np.where(ok, h, 1.0), 0.0)[:, None]
+    return values[i] + (values[i] - values[prev]) * w
 
 
 def _pick(n: int, limit: int) -> np.ndarray:
@@ -145,8 +170,9 @@ def _pick(n: int, limit: int) -> np.ndarray:
 
 
 def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, samples: SampleLog,
-                     max_samples: int = DEFAULT_MAX_SAMPLES) -> dict[str, Residuals]:
-    """{sensor: Residuals} of every sensor with used readings (nothing without estimates)."""
+                     max_samples: int = DEFAULT_MAX_SAMPLES, predicted: bool = False) -> dict[str, Residuals]:
+    """{sensor: Residuals} of every sensor with used readings (nothing without estimates);
+    ``predicted``: from the keyframe strictly before each reading (see the module docstring)."""
     out: dict[str, Residuals] = {}
     if not len(est):
         return out
@@ -167,7 +193,7 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
 
     for k, enc in enumerate(mech.encoders):
         name = enc.config.name
-        if (got := _readings(est, samples, name, max_samples)) is None:
+        if (got := _readings(est, samples, name, max_samples, predicted)) is None:
             continue
         t, y, era, i, q, _ = got
         r = y[:, 0] - q[:, enc.index]
@@ -179,7 +205,7 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
         out[name] = res
     for k, gyro in enumerate(mech.gyros):
         name = gyro.config.name
-        if (got := _readings(est, samples, name, max_samples)) is None:
+        if (got := _readings(est, samples, name, max_samples, predicted)) is None:
             continue
         t, y, era, i, q, v = got
         rows = np.asarray(gyro.rows)
@@ -194,13 +220,17 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
         out[name] = Residuals(name, "gyro", "rad/s", gyro.config.noise, axes, t, r, samples.count(name))
     for k, cell in enumerate(mech.load_cells):
         name = cell.config.name
-        if (got := _readings(est, samples, name, max_samples)) is None:
+        if (got := _readings(est, samples, name, max_samples, predicted)) is None:
             continue
         t, y, era, i, q, v = got
+        if predicted:
+            dt = t - est.t[i]
+            a, lam, u = (_extrapolated(est, x, i, dt) for x in (est.a, est.lam, est.u))
+        else:
+            a, lam, u = est.a[i], est.lam[i], est.u[i]
         r = np.empty(t.size)
         for s in range(t.size):
-            e = i[s]
-            pred = mech.load_cell(d, k, q[s], v[s], est.a[e], est.lam[e], est.u[e], tau_at(t[s], int(era[s])),
+            pred = mech.load_cell(d, k, q[s], v[s], a[s], lam[s], u[s], tau_at(t[s], int(era[s])),
                                   derivatives=False)[0]
             r[s] = y[s, 0] - pred
         out[name] = Residuals(name, "load_cell", load_cell_unit(mech, k), cell.config.noise,
