@@ -138,8 +138,9 @@ def test_sigterm_during_replay_out_leaves_no_half_written_bag(tmp_path_factory, 
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)
     assert "Traceback" not in stderr, stderr
-    if proc.returncode == 0:                      # it had finished: the bag must be complete
-        assert (out / "metadata.yaml").is_file() and bag_topics(out)
-    else:
+    if proc.returncode != 0:
         assert proc.returncode == 143 and "terminated (SIGTERM)" in stderr, (proc.returncode, stderr)
-        assert not out.exists(), sorted(p.name for p in out.iterdir())
+    # a valid bag or none: the partial output is removed, unless the bag had been closed
+    # before the signal came (the replay ended, or it was tearing down)
+    if proc.returncode == 0 or out.exists():
+        assert (out / "metadata.yaml").is_file() and bag_topics(out), sorted(p.name for p in out.iterdir())
