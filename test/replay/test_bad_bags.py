@@ -62,7 +62,7 @@ def test_a_bag_without_the_config_topics_lists_both_and_suggests_remap(tmp_path,
 def test_bad_remap_options(mech):
     with pytest.raises(MbfgError, match="expected FROM:=TO"):
         parse_remap(["/encoders=/x"], mech)
-    with pytest.raises(MbfgError, match="not a sensor topic of the config"):
+    with pytest.raises(MbfgError, match="not a sensor or truth topic of the config"):
         parse_remap(["/imu:=/x"], mech)
 
 
