@@ -73,7 +73,7 @@ from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
 from mbfg_ros.model.config import KEYFRAME_RATE_RANGE, LAG_RANGE, window_problem
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.validation import load_rig
-from mbfg_ros.ros.free_memory import release_free_memory
+from mbfg_ros.ros.free_memory import fix_heap_thresholds, release_free_memory
 from mbfg_ros.ros.message_classes import message_class
 from mbfg_ros.ros.processes import follow_parent
 from mbfg_ros.ros.node_parameters import (ParameterError, ParameterSpec, declare, init_rclpy,
@@ -709,6 +709,7 @@ class EstimatorNode(Node):
 def main(args: list[str] | None = None) -> int:
     """Console script ``estimator``: exit 0 on Ctrl-C / shutdown, 2 on bad parameters."""
     follow_parent()                    # no orphan when a runner dies
+    fix_heap_thresholds()              # memory flat over days, backlogs included
     sys.setswitchinterval(0.001)       # the DDS thread gets the GIL back quickly from the worker
     argv = list(args if args is not None else sys.argv)
     if not init_rclpy(argv, NODE_NAME):

@@ -37,6 +37,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.model.validation import load_rig
+from mbfg_ros.ros.free_memory import fix_heap_thresholds
 from mbfg_ros.ros.live_rig import LiveRig
 from mbfg_ros.ros.message_classes import message_class
 from mbfg_ros.ros.processes import follow_parent
@@ -375,6 +376,7 @@ def main(args: list[str] | None = None) -> int:
     """Console script ``sim_rig``: 0 at the end of the run or on Ctrl-C, 2 on bad parameters,
     1 if the simulation failed."""
     follow_parent()                    # no orphan when a runner dies
+    fix_heap_thresholds()              # memory flat, bursts included (free_memory.py)
     sys.setswitchinterval(0.0005)      # the publishing thread gets the GIL back quickly
     argv = list(args if args is not None else sys.argv)
     if not init_rclpy(argv, NODE_NAME):
