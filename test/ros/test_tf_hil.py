@@ -63,7 +63,7 @@ def test_every_published_frame_id_resolves_in_tf(tmp_path):
     path = tmp_path / "four_bar_with_gyro.yaml"
     path.write_text(yaml.safe_dump(config))
     mech = load_mechanism(path)
-    with HilRun(path, tmp_path / "run", duration=4.0, estimator={"world_frame": "map"}) as run:
+    with HilRun(path, tmp_path / "run", duration=6.0, estimator={"world_frame": "map"}) as run:
         outputs = {t: k for t, k in output_topics(mech, run.names).items()
                    if t not in ("/tf", "/tf_static", "/diagnostics") and "Float64MultiArray" not in k}
         sensors = {resolve_topic(t): k for t, k in sensor_topics(mech).items()}
@@ -75,7 +75,8 @@ def test_every_published_frame_id_resolves_in_tf(tmp_path):
             frames = tf.frame_ids()
             # stamps this recorder saw (it joined late: the monitor's /tf started earlier)
             tf_stamps = sorted({s for by_frame in frames.values() for ss in by_frame.values() for s in ss})
-            assert len(tf_stamps) > 200, run.logs_tail()
+            # > 1 s of keyframes: the recorder may be matched seconds late on a loaded machine
+            assert len(tf_stamps) > 200, (len(tf_stamps), run.logs_tail())
             first, last = tf_stamps[len(tf_stamps) // 10], tf_stamps[-len(tf_stamps) // 10]
             checked, failures = {}, []
             for topic, by_frame in frames.items():
