@@ -101,6 +101,7 @@ class SmoothingResult:
     windows: list[WindowReport]
     timings: dict[str, float]   # s (wall): causal, linearize, solve, total
     cpu: float                  # s of process CPU
+    efforts: object = None      # t (N,) s -> (N, n): the known input efforts (linear between commands)
 
     @property
     def times(self) -> np.ndarray:
@@ -502,7 +503,8 @@ class OfflineSmoother:
         W = max(2, int(round(opt.window / h)))
         O = min(W - 1, int(round(opt.overlap / h)))
         self.timings = {"causal": 0.0, "linearize": 0.0, "solve": 0.0, "total": 0.0}
-        result = SmoothingResult(t0, h, np.zeros((0, self.lay.dim)), used, rejected, [], self.timings, 0.0)
+        result = SmoothingResult(t0, h, np.zeros((0, self.lay.dim)), used, rejected, [], self.timings, 0.0,
+                                 efforts)
         a = 0
         carry: np.ndarray | None = None           # previous window's states from a on
         info: np.ndarray | None = None            # the causal filter's information at carry's end
@@ -555,13 +557,13 @@ class OfflineSmoother:
         return result
 
     def estimates(self, result: SmoothingResult, first_keyframe: int, X: np.ndarray,
-                  efforts=None, key_offset: int = 0) -> list[Estimate]:
-        """Estimates (lagged = smoothed) of keyframes first_keyframe.. with states X; ``efforts``
-        (t -> (N, n)) the known input efforts."""
+                  key_offset: int = 0) -> list[Estimate]:
+        """Estimates (lagged = smoothed) of keyframes first_keyframe.. with states X (keyframe
+        numbers + ``key_offset``)."""
         lay, mech = self.lay, self.mech
         ks = np.arange(first_keyframe, first_keyframe + X.shape[0])
         ts = result.t0 + result.h * ks
-        eff = efforts(ts) if efforts is not None else np.zeros((ks.size, mech.n))
+        eff = result.efforts(ts)
         if lay.n_u:
             eff = eff + X[:, lay.U] @ mech.B.T
         return [Estimate(float(t), int(k) + key_offset, True, x, lay, e) for t, k, x, e in zip(ts, ks, X, eff)]

@@ -1,0 +1,211 @@
+"""`mbfg replay --smooth`: the recording solved offline as one smoothing problem.
+
+The bag is read and checked as the online replay reads it (:class:`~mbfg_ros.replay.bag_input.BagInput`,
+the time-jump rules of :mod:`~mbfg_ros.io.time_jumps`: an era ends at a jump), every reading of
+an era is collected into arrays, and each era is smoothed by
+:class:`~mbfg_ros.estimation.offline_smoother.OfflineSmoother` window by window; each window's
+settled keyframes are logged with their forces and, with an output path, written as the node's
+messages (the same topics as the online replay; /diagnostics once per second of bag time). The
+result is a :class:`~mbfg_ros.replay.session.ReplayResult`, so the report, plots, CSV and JSON
+are the online replay's. No reordering is needed (the arrays are sorted), no covariance is
+computed (plots have no band, as for ``--lagged``).
+"""
+from __future__ import annotations
+
+import math
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+
+from mbfg_ros.errors import MbfgError
+from mbfg_ros.estimation.estimator import estimate_forces
+from mbfg_ros.estimation.offline_smoother import OfflineSmoother, Readings, SmoothingOptions
+from mbfg_ros.estimation.outputs import Estimate, Health, SensorCounts
+from mbfg_ros.io.estimate_messages import diagnostics_message
+from mbfg_ros.io.sensor_inputs import InputRouter
+from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
+from mbfg_ros.io.topic_names import resolve_topic
+from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.replay.bag_input import SENSOR, BagInput
+from mbfg_ros.replay.estimate_log import EstimateLog
+from mbfg_ros.replay.output_bag import OutputBag
+from mbfg_ros.replay.pipeline import WriterProcess
+from mbfg_ros.replay.residuals import SampleLog
+from mbfg_ros.replay.session import ReplayOptions, ReplayResult, _replay_status, use_processes
+from mbfg_ros.replay.stamp_order import StampOrder
+from mbfg_ros.replay.truth import TruthCollector
+
+
+class _Status:
+    """What /diagnostics reads of an estimator (counts, health, newest estimate, settings)."""
+
+    def __init__(self, cfg, counts: dict[str, SensorCounts], health: Health) -> None:
+        self.cfg, self._counts, self.health, self.last = cfg, counts, health, None
+
+    def counts(self) -> dict[str, SensorCounts]:
+        return self._counts
+
+    def estimate(self) -> Estimate | None:
+        return self.last
+
+
+def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None = None,
+               smoothing: SmoothingOptions | None = None) -> ReplayResult:
+    """Smooth ``bag`` offline with ``mech``'s estimator settings (``options.lagged`` and
+    ``options.covariance`` do not apply)."""
+    opt = options or ReplayOptions()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
+    perf, cpu = time.perf_counter, time.process_time
+    inp = BagInput(bag, mech, opt.remap, truth=opt.truth)
+    smoother = OfflineSmoother(mech, options=smoothing)
+    cfg = smoother.cfg
+    jumps = TimeJumps(max_time_gap=opt.max_time_gap, max_lag=lagging_limit(cfg.lag))
+    truth = TruthCollector(mech) if opt.truth else None
+    order = StampOrder(horizon=0.0)             # (not used: the readings are sorted as arrays)
+    counts: dict[str, SensorCounts] = {}
+    health = Health()
+
+    # 1. read: every reading per era, as the online replay checks it
+    eras_raw: list[dict[str, tuple[list, list]]] = [{}]
+    for kind, topic, _, payload in inp.records():
+        if kind == SENSOR:
+            for reading in payload:
+                verdict = jumps.check(topic, reading.sensor, reading.stamp_ns, (topic, reading))
+                if verdict in ("stale", "too_old", "held"):
+                    continue
+                if verdict == "jump":
+                    eras_raw.append({})
+                    health.resets += 1
+                    health.last_reset = jumps.jumps[-1].reason
+                for _, r in (*jumps.released(), (topic, reading)):
+                    ts, ys = eras_raw[-1].setdefault(r.sensor, ([], []))
+                    ts.append(r.stamp_ns)
+                    ys.append(r.value)
+        else:
+            t0 = perf()
+            truth.add(topic, payload)
+            inp.time_truth += perf() - t0
+    stamps = [min(v[0]) for era in eras_raw for v in era.values() if v[0]]
+    if not stamps:
+        raise MbfgError(f"nothing could be estimated from {str(bag)!r}: no usable sensor reading")
+    epoch = (min(stamps) // 1_000_000_000) * 1_000_000_000
+
+    log = EstimateLog(mech)
+    samples = SampleLog()
+    names = opt.names
+    bag_topic_names = {t: opt.remap.get(resolve_topic(t), resolve_topic(t)) for t in InputRouter(mech).topics}
+    status = _Status(cfg, counts, health)
+    parallel = use_processes(opt, mech, inp)
+    out = None
+    if opt.out is not None:
+        custom = {"mbfg.replay_of": str(Path(bag).resolve()), "mbfg.rig": mech.config.name,
+                  "mbfg.mode": "smooth"}
+        if parallel:
+            out = WriterProcess(opt.out, mech.config.source, names, storage=opt.storage,
+                                overwrite=opt.overwrite, custom_data=custom)
+        else:
+            out = OutputBag(opt.out, mech, names, storage=opt.storage, overwrite=opt.overwrite,
+                            custom_data=custom)
+    clock = {"estimator": 0.0, "estimator_cpu": 0.0, "forces": 0.0, "outputs": 0.0}
+    data = mech.create_data()
+    eras: list[tuple[float, float]] = []
+    next_diag = -math.inf
+    key_offset = 0
+    windows = []
+    with out if out is not None else nullcontext():
+        for era, raw in enumerate(eras_raw):
+            readings = Readings()
+            first, last = math.inf, -math.inf
+            for sensor, (ts, ys) in raw.items():
+                t = (np.asarray(ts, np.int64) - epoch) * 1e-9
+                y = np.asarray([np.atleast_1d(np.asarray(v, float)) for v in ys])
+                if sensor.startswith("command:"):
+                    readings.commands[sensor[len("command:"):]] = (t, y)
+                else:
+                    readings.sensors[sensor] = (t, y)
+                c = counts.setdefault(sensor, SensorCounts())
+                c.received += t.size
+                ok = np.isfinite(t) & np.all(np.isfinite(y.reshape(t.size, -1)), axis=1)
+                if ok.any():
+                    lo, hi = float(t[ok].min()), float(t[ok].max())
+                    c.first_stamp = lo if c.first_stamp is None else min(c.first_stamp, lo)
+                    c.last_stamp = hi if c.last_stamp is None else max(c.last_stamp, hi)
+                samples.t[sensor] = samples.t.get(sensor, []) + list(t[ok])
+                samples.y[sensor] = samples.y.get(sensor, []) + list(y[ok])
+                samples.era[sensor] = samples.era.get(sensor, []) + [era] * int(ok.sum())
+            if not readings.sensors:
+                continue
+            t0, c0 = perf(), cpu()
+            gen = smoother.windows(readings)
+            result = None
+            while True:
+                try:
+                    k_first, X, result = next(gen)
+                except StopIteration:
+                    break
+                except ValueError:
+                    break                         # an era without finite readings
+                clock["estimator"] += perf() - t0
+                clock["estimator_cpu"] += cpu() - c0
+                rows = smoother.estimates(result, k_first, X, key_offset)
+                tau = result.efforts(np.array([e.stamp for e in rows]))
+                for e, tk in zip(rows, tau):
+                    t1 = perf()
+                    forces = estimate_forces(mech, data, e, tk)
+                    t2 = perf()
+                    log.add(e, forces, era)
+                    status.last = e
+                    if out is not None:
+                        stamp_ns = epoch + int(round(e.stamp * 1e9))
+                        out.write_estimate(e, forces, stamp_ns)
+                        if e.stamp >= next_diag:
+                            next_diag = (math.floor(e.stamp / opt.diagnostics_period) + 1) * opt.diagnostics_period
+                            out.write_diagnostics(diagnostics_message(
+                                mech, status, e.stamp, stamp_ns, names.namespace,
+                                extra=[_replay_status(inp, inp.problems(), order, jumps, e.stamp)],
+                                topic_names=bag_topic_names), stamp_ns)
+                    clock["forces"] += t2 - t1
+                    clock["outputs"] += perf() - t2
+                health.keyframes += X.shape[0]
+                t0, c0 = perf(), cpu()
+            clock["estimator"] += perf() - t0
+            clock["estimator_cpu"] += cpu() - c0
+            if result is None:
+                continue
+            for name, n_used in result.used.items():
+                bad, dup = result.rejected.get(name, (0, 0))
+                c = counts[name]
+                c.used += n_used
+                c.rejected_nonfinite += bad
+                c.rejected_duplicate += dup
+            for sensor, (tt, _) in readings.sensors.items():
+                tt = tt[np.isfinite(tt)]
+                if tt.size:
+                    first, last = min(first, float(tt.min())), max(last, float(tt.max()))
+            if first <= last:
+                eras.append((first, last))
+            windows += result.windows
+            key_offset += result.windows[-1].last + 1
+        if not len(log):
+            raise MbfgError(f"nothing could be estimated from {str(bag)!r}: no finite sensor reading")
+    total = perf() - t_start
+    writer_wait = out.wait if isinstance(out, WriterProcess) else 0.0
+    timings = {"total": total, "read_sensors": inp.time_sensors, "truth": inp.time_truth,
+               "estimator": clock["estimator"], "forces": clock["forces"],
+               "outputs": clock["outputs"] + writer_wait}
+    timings["other"] = max(0.0, total - sum(v for k, v in timings.items() if k != "total"))
+    timings["cpu"] = cpu() - cpu_start
+    timings["estimator_cpu"] = clock["estimator_cpu"]
+    if isinstance(out, WriterProcess):
+        timings["writer_process"] = out.busy
+        timings["writer_cpu"] = out.cpu
+    health.relinearizations = sum(w.iterations for w in windows)
+    res = ReplayResult(
+        bag=Path(bag), mech=mech, options=opt, input=inp, order=order, jumps=jumps, estimates=log.series(),
+        truth=truth.series(epoch) if truth is not None else None, samples=samples, counts=counts,
+        health=health, layout=smoother.lay, epoch_ns=epoch, eras=eras, timings=timings,
+        output=out.summary() if out is not None else None, reorder_window=0.0)
+    res.smoothing = windows        # per window: keyframes, iterations, cost, converged
+    return res
