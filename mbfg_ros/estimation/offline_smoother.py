@@ -60,7 +60,7 @@ class SmoothingOptions:
     window: float = 120.0
     overlap: float = 2.0
     max_iterations: int = 10
-    tolerance: float = 1e-6
+    tolerance: float = 1e-4
     threads: int = 1
 
     def check(self) -> None:
@@ -333,23 +333,26 @@ class OfflineSmoother:
             info = np.triu(Rf[:D, :D])
             X[0] = x + scipy.linalg.solve_triangular(info, Rf[:D, D], check_finite=False)
             start = 1
-        zero_b = np.zeros((D, 1))
+        R = self.fn_layout.R
+        M = np.zeros((max(D + R, 2 * D + 1), 2 * D + 1), order="F")   # [info 0 0; J0 J1 -r], QR in place
+        geqrf = scipy.linalg.lapack.dgeqrf
+        trtrs = scipy.linalg.lapack.dtrtrs
         for k in range(max(start, 1), X.shape[0]):
             x0 = X[k - 1]
             x = T @ x0
             r, J0, J1 = step(x0, x, P[k])
-            M = np.vstack((np.hstack((info, np.zeros((D, D)), zero_b)),
-                           np.hstack((J0, J1, -r[:, None]))))
-            Rf = qr(M, mode="r", overwrite_a=True, check_finite=False)[0]
-            R11 = Rf[D:2 * D, D:2 * D]
-            try:
-                dx = scipy.linalg.solve_triangular(R11, Rf[D:2 * D, 2 * D], check_finite=False)
-            except (np.linalg.LinAlgError, ValueError):
-                dx = np.zeros(D)
-            if not np.all(np.isfinite(dx)):
+            M[:D, :D] = info
+            M[:D, D:] = 0.0
+            M[D:D + R, :D] = J0
+            M[D:D + R, D:2 * D] = J1
+            M[D:D + R, 2 * D] = -r
+            Rf = geqrf(M)[0]
+            R11 = np.triu(Rf[D:2 * D, D:2 * D])
+            dx, ok = trtrs(R11, Rf[D:2 * D, 2 * D])
+            if ok != 0 or not np.all(np.isfinite(dx)):
                 dx = np.zeros(D)
             X[k] = x + dx
-            info = np.triu(R11)
+            info = R11
         return info
 
     def _linearize(self, X: np.ndarray, P: np.ndarray, prior, r: np.ndarray, Jt: np.ndarray) -> float:
@@ -408,6 +411,16 @@ class OfflineSmoother:
         dx = np.asarray(delta.vector()).reshape(K, D)
         return dx if np.all(np.isfinite(dx)) else None
 
+    def _model_cost(self, X: np.ndarray, dx: np.ndarray, r: np.ndarray, Jt: np.ndarray, prior) -> float:
+        """The cost the linearisation (r, Jt at X) predicts at X + dx."""
+        D = X.shape[1]
+        H = self.fn_layout.head
+        mean, S = prior
+        e = r[1:] + np.einsum("kdr,kd->kr", Jt[1:, :D], dx[:-1]) + np.einsum("kdr,kd->kr", Jt[1:, D:], dx[1:])
+        e0 = r[0, H:] + (Jt[0, :D, H:] + Jt[0, D:, H:]).T @ dx[0]
+        ep = S @ (X[0] + dx[0] - mean)
+        return float(np.einsum("kr,kr->", e, e) + e0 @ e0 + ep @ ep)
+
     def _solve_window(self, X: np.ndarray, P: np.ndarray, prior) -> WindowReport:
         """Iterate Gauss-Newton (LM when a step raises the cost) on the chain X (in place)."""
         opt = self.options
@@ -441,11 +454,14 @@ class OfflineSmoother:
             if DEBUG:
                 print(f"  it {it} damping {damping:.1e} cost {cost:.6g} -> {cost_c:.6g}")
             change = (cost - cost_c) / max(cost, 1e-300)
+            # the linear model's cost at the step: when the new cost is what it predicted, the
+            # problem is linear enough here that another step would not lower it further
+            model = self._model_cost(X, dx, r, Jt, prior) if damping == 0.0 else -math.inf
             if cost_c <= cost:
                 X[:] = cand
                 r, Jt, cost = r_c, Jt_c, cost_c
                 damping = damping / 10.0 if damping > 1e-6 else 0.0
-            if abs(change) < opt.tolerance:
+            if abs(change) < opt.tolerance or abs(cost_c - model) < opt.tolerance * cost_c:
                 converged = True                # (a rise this small is rounding: at the minimum)
                 break
             if cost_c > cost:
