@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from mbfg_ros.errors import MbfgError
-from mbfg_ros.estimation.estimator import estimate_forces
+from mbfg_ros.estimation.forces_batch import BatchForces
 from mbfg_ros.estimation.offline_smoother import OfflineSmoother, Readings, SmoothingOptions
 from mbfg_ros.estimation.outputs import Estimate, Health, SensorCounts
 from mbfg_ros.io.estimate_messages import diagnostics_message
@@ -109,7 +109,7 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             out = OutputBag(opt.out, mech, names, storage=opt.storage, overwrite=opt.overwrite,
                             custom_data=custom)
     clock = {"estimator": 0.0, "estimator_cpu": 0.0, "forces": 0.0, "outputs": 0.0}
-    data = mech.create_data()
+    batch_forces = BatchForces(mech, smoother.fn.sym)
     eras: list[tuple[float, float]] = []
     next_diag = -math.inf
     key_offset = 0
@@ -150,10 +150,10 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                 clock["estimator"] += perf() - t0
                 clock["estimator_cpu"] += cpu() - c0
                 rows = smoother.estimates(result, k_first, X, key_offset)
-                tau = result.efforts(np.array([e.stamp for e in rows]))
-                for e, tk in zip(rows, tau):
-                    t1 = perf()
-                    forces = estimate_forces(mech, data, e, tk)
+                t1 = perf()
+                all_forces = batch_forces.forces(rows, result.efforts(np.array([e.stamp for e in rows])))
+                clock["forces"] += perf() - t1
+                for e, forces in zip(rows, all_forces):
                     t2 = perf()
                     log.add(e, forces, era)
                     status.last = e
@@ -166,7 +166,6 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                                 mech, status, e.stamp, stamp_ns, names.namespace,
                                 extra=[_replay_status(inp, inp.problems(), order, jumps, e.stamp)],
                                 topic_names=bag_topic_names), stamp_ns)
-                    clock["forces"] += t2 - t1
                     clock["outputs"] += perf() - t2
                 health.keyframes += X.shape[0]
                 t0, c0 = perf(), cpu()
