@@ -71,6 +71,11 @@ class BatchForces:
         lay = estimates[0].layout
         n = lay.n
         F, T, cells = self(X[:, :n], X[:, n:2 * n], X[:, 2 * n:3 * n], X[:, lay.L], X[:, lay.U], tau)
+        return self.as_forces(estimates, F, T, cells)
+
+    def as_forces(self, estimates: list[Estimate], F: np.ndarray, T: np.ndarray, cells: np.ndarray) -> list[Forces]:
+        """Forces objects of the estimates from the arrays :meth:`__call__` gave for them."""
+        mech = self.mech
         act = [(name, mech.index[name]) for name in mech.joint_names
                if name in set(mech.input_joints) | set(mech.known_input_joints)]
         names = [c.config.name for c in mech.load_cells]

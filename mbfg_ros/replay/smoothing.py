@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+from array import array
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
 from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import SENSOR, BagInput
-from mbfg_ros.replay.estimate_log import EstimateLog
+from mbfg_ros.replay.estimate_log import EstimateSeries
 from mbfg_ros.replay.output_bag import OutputBag
 from mbfg_ros.replay.pipeline import WriterProcess
 from mbfg_ros.replay.residuals import SampleLog
@@ -51,6 +52,19 @@ class _Status:
         return self.last
 
 
+def _series(mech: Mechanism, lay, chunks: list[tuple]) -> EstimateSeries:
+    """The EstimateSeries of the settled chunks (arrays all the way: no object per keyframe)."""
+    t, k, era, X, effort, F, T, cells = (np.concatenate(c) for c in zip(*chunks))
+    n = lay.n
+    N = t.size
+    return EstimateSeries(
+        t=t, keyframe=k.astype(int), era=era.astype(int), q=X[:, :n], v=X[:, n:2 * n], a=X[:, 2 * n:3 * n],
+        effort=effort, lam=X[:, lay.L], u=X[:, lay.U], bias=X[:, lay.B],
+        gravity_scale=X[:, lay.S][:, 0] if lay.has_gravity else np.ones(N),
+        mass_scale=X[:, lay.MU][:, 0] if lay.has_mass else np.ones(N),
+        std=np.full((N, 2 * len(mech.dof)), np.nan), closure_force=F, closure_torque=T, load_cells=cells)
+
+
 def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None = None,
                smoothing: SmoothingOptions | None = None) -> ReplayResult:
     """Smooth ``bag`` offline with ``mech``'s estimator settings (``options.lagged`` and
@@ -67,8 +81,9 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     counts: dict[str, SensorCounts] = {}
     health = Health()
 
-    # 1. read: every reading per era, as the online replay checks it
-    eras_raw: list[dict[str, tuple[list, list]]] = [{}]
+    # 1. read: every reading per era, as the online replay checks it, into compact arrays
+    # (stamps int64 ns, values float64: 16 bytes per scalar reading)
+    eras_raw: list[dict[str, tuple[array, array]]] = [{}]
     for kind, topic, _, payload in inp.records():
         if kind == SENSOR:
             for reading in payload:
@@ -80,19 +95,19 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                     health.resets += 1
                     health.last_reset = jumps.jumps[-1].reason
                 for _, r in (*jumps.released(), (topic, reading)):
-                    ts, ys = eras_raw[-1].setdefault(r.sensor, ([], []))
+                    ts, ys = eras_raw[-1].get(r.sensor) or eras_raw[-1].setdefault(r.sensor, (array("q"), array("d")))
                     ts.append(r.stamp_ns)
-                    ys.append(r.value)
+                    ys.extend(np.atleast_1d(r.value).astype(float, copy=False))
         else:
             t0 = perf()
             truth.add(topic, payload)
             inp.time_truth += perf() - t0
-    stamps = [min(v[0]) for era in eras_raw for v in era.values() if v[0]]
+    stamps = [min(v[0]) for era in eras_raw for v in era.values() if len(v[0])]
     if not stamps:
         raise MbfgError(f"nothing could be estimated from {str(bag)!r}: no usable sensor reading")
     epoch = (min(stamps) // 1_000_000_000) * 1_000_000_000
 
-    log = EstimateLog(mech)
+    series: list[tuple] = []     # per settled chunk: t, keyframe, era, X, effort, force, torque, cells
     samples = SampleLog()
     names = opt.names
     bag_topic_names = {t: opt.remap.get(resolve_topic(t), resolve_topic(t)) for t in InputRouter(mech).topics}
@@ -119,8 +134,8 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             readings = Readings()
             first, last = math.inf, -math.inf
             for sensor, (ts, ys) in raw.items():
-                t = (np.asarray(ts, np.int64) - epoch) * 1e-9
-                y = np.asarray([np.atleast_1d(np.asarray(v, float)) for v in ys])
+                t = (np.frombuffer(ts, np.int64) - epoch) * 1e-9
+                y = np.frombuffer(ys, float).reshape(t.size, -1)
                 if sensor.startswith("command:"):
                     readings.commands[sensor[len("command:"):]] = (t, y)
                 else:
@@ -132,9 +147,12 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                     lo, hi = float(t[ok].min()), float(t[ok].max())
                     c.first_stamp = lo if c.first_stamp is None else min(c.first_stamp, lo)
                     c.last_stamp = hi if c.last_stamp is None else max(c.last_stamp, hi)
-                samples.t[sensor] = samples.t.get(sensor, []) + list(t[ok])
-                samples.y[sensor] = samples.y.get(sensor, []) + list(y[ok])
-                samples.era[sensor] = samples.era.get(sensor, []) + [era] * int(ok.sum())
+                prev = sensor in samples.t
+                samples.t[sensor] = np.concatenate((samples.t[sensor], t[ok])) if prev else t[ok]
+                samples.y[sensor] = np.concatenate((samples.y[sensor], y[ok])) if prev else y[ok]
+                samples.era[sensor] = np.concatenate((samples.era[sensor], np.full(int(ok.sum()), era))) \
+                    if prev else np.full(int(ok.sum()), era)
+            raw.clear()                           # (the stamps go; the values stay as views)
             if not readings.sensors:
                 continue
             t0, c0 = perf(), cpu()
@@ -149,24 +167,30 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                     break                         # an era without finite readings
                 clock["estimator"] += perf() - t0
                 clock["estimator_cpu"] += cpu() - c0
-                rows = smoother.estimates(result, k_first, X, key_offset)
                 t1 = perf()
-                all_forces = batch_forces.forces(rows, result.efforts(np.array([e.stamp for e in rows])))
+                ks = np.arange(k_first, k_first + X.shape[0])
+                ts = result.t0 + result.h * ks
+                tau = result.efforts(ts)
+                lay, n = smoother.lay, smoother.lay.n
+                F, T, cells = batch_forces(X[:, :n], X[:, n:2 * n], X[:, 2 * n:3 * n], X[:, lay.L], X[:, lay.U], tau)
+                effort = tau + X[:, lay.U] @ mech.B.T if lay.n_u else tau
+                series.append((ts, ks + key_offset, np.full(ks.size, era), X, effort, F, T, cells))
                 clock["forces"] += perf() - t1
-                for e, forces in zip(rows, all_forces):
-                    t2 = perf()
-                    log.add(e, forces, era)
+                if out is None:
+                    continue
+                t2 = perf()
+                rows = smoother.estimates(result, k_first, X, key_offset)
+                for e, forces in zip(rows, batch_forces.as_forces(rows, F, T, cells)):
                     status.last = e
-                    if out is not None:
-                        stamp_ns = epoch + int(round(e.stamp * 1e9))
-                        out.write_estimate(e, forces, stamp_ns)
-                        if e.stamp >= next_diag:
-                            next_diag = (math.floor(e.stamp / opt.diagnostics_period) + 1) * opt.diagnostics_period
-                            out.write_diagnostics(diagnostics_message(
-                                mech, status, e.stamp, stamp_ns, names.namespace,
-                                extra=[_replay_status(inp, inp.problems(), order, jumps, e.stamp)],
-                                topic_names=bag_topic_names), stamp_ns)
-                    clock["outputs"] += perf() - t2
+                    stamp_ns = epoch + int(round(e.stamp * 1e9))
+                    out.write_estimate(e, forces, stamp_ns)
+                    if e.stamp >= next_diag:
+                        next_diag = (math.floor(e.stamp / opt.diagnostics_period) + 1) * opt.diagnostics_period
+                        out.write_diagnostics(diagnostics_message(
+                            mech, status, e.stamp, stamp_ns, names.namespace,
+                            extra=[_replay_status(inp, inp.problems(), order, jumps, e.stamp)],
+                            topic_names=bag_topic_names), stamp_ns)
+                clock["outputs"] += perf() - t2
                 health.keyframes += X.shape[0]
                 t0, c0 = perf(), cpu()
             clock["estimator"] += perf() - t0
@@ -187,7 +211,7 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                 eras.append((first, last))
             windows += result.windows
             key_offset += result.windows[-1].last + 1
-        if not len(log):
+        if not series:
             raise MbfgError(f"nothing could be estimated from {str(bag)!r}: no finite sensor reading")
     total = perf() - t_start
     writer_wait = out.wait if isinstance(out, WriterProcess) else 0.0
@@ -202,7 +226,7 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         timings["writer_cpu"] = out.cpu
     health.relinearizations = sum(w.iterations for w in windows)
     res = ReplayResult(
-        bag=Path(bag), mech=mech, options=opt, input=inp, order=order, jumps=jumps, estimates=log.series(),
+        bag=Path(bag), mech=mech, options=opt, input=inp, order=order, jumps=jumps, estimates=_series(mech, smoother.lay, series),
         truth=truth.series(epoch) if truth is not None else None, samples=samples, counts=counts,
         health=health, layout=smoother.lay, epoch_ns=epoch, eras=eras, timings=timings,
         output=out.summary() if out is not None else None, reorder_window=0.0)
