@@ -31,6 +31,7 @@ from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import SENSOR, BagInput
 from mbfg_ros.replay.estimate_log import EstimateSeries
+from mbfg_ros.replay.output_batch import BatchMessages
 from mbfg_ros.replay.output_bag import OutputBag
 from mbfg_ros.replay.pipeline import WriterProcess
 from mbfg_ros.replay.residuals import SampleLog
@@ -125,6 +126,8 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                             custom_data=custom)
     clock = {"estimator": 0.0, "estimator_cpu": 0.0, "forces": 0.0, "outputs": 0.0}
     batch_forces = BatchForces(mech, smoother.fn.sym)
+    batch: BatchMessages | None = None       # the output messages of a batch at once (if exact)
+    fast = False
     eras: list[tuple[float, float]] = []
     next_diag = -math.inf
     key_offset = 0
@@ -180,10 +183,22 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                     continue
                 t2 = perf()
                 rows = smoother.estimates(result, k_first, X, key_offset)
-                for e, forces in zip(rows, batch_forces.as_forces(rows, F, T, cells)):
+                stamps = epoch + np.round(ts * 1e9).astype(np.int64)
+                q, v, a = X[:, :n], X[:, n:2 * n], X[:, 2 * n:3 * n]
+                if batch is None:
+                    batch = BatchMessages(mech, names)
+                    fast = batch.usable(int(stamps[0]), q, v, a, effort, F, T, cells)
+                serialized = batch.serialize(stamps, q, v, a, effort, F, T, cells) if fast else None
+                forces = batch_forces.as_forces(rows, F, T, cells) if not fast else [None] * len(rows)
+                for i, (e, f) in enumerate(zip(rows, forces)):
                     status.last = e
-                    stamp_ns = epoch + int(round(e.stamp * 1e9))
-                    out.write_estimate(e, forces, stamp_ns)
+                    stamp_ns = int(stamps[i])
+                    if serialized is None:
+                        out.write_estimate(e, f, stamp_ns)
+                    else:
+                        out.write_static(stamp_ns)
+                        for topic, msgtype, data in serialized:
+                            out.write_raw(topic, msgtype, stamp_ns, data[i].tobytes())
                     if e.stamp >= next_diag:
                         next_diag = (math.floor(e.stamp / opt.diagnostics_period) + 1) * opt.diagnostics_period
                         out.write_diagnostics(diagnostics_message(
