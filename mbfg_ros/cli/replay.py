@@ -33,8 +33,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="offline smoothing: the whole recording solved as one problem (in overlapping "
                         "windows), the best estimate of what happened; without it, what the node would "
                         "have published")
-    p.add_argument("--smooth-window", type=float, default=120.0, metavar="S",
-                   help="--smooth: s of keyframes solved together (bounds memory; default 120)")
+    p.add_argument("--smooth-window", type=float, default=60.0, metavar="S",
+                   help="--smooth: s of keyframes solved together (bounds memory; default 60)")
     p.add_argument("--smooth-overlap", type=float, default=2.0, metavar="S",
                    help="--smooth: s shared by consecutive windows (default 2)")
     p.add_argument("--skip", type=float, default=1.0, metavar="S",

@@ -61,7 +61,7 @@ class SmoothingOptions:
     3e-3 for a four-bar minute), so further iterations would not change the estimate beyond its
     own uncertainty; ``threads``: threads of the mapped
     step function (1: serial)."""
-    window: float = 120.0
+    window: float = 60.0
     overlap: float = 2.0
     max_iterations: int = 10
     tolerance: float = 1e-3
