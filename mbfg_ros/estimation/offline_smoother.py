@@ -531,6 +531,8 @@ class OfflineSmoother:
         prior = (x_start, S0)
         while True:
             b = min(K, a + W)
+            if K - b <= O:
+                b = K                                 # (no window shorter than the overlap at the end)
             P = self._parameters(fn, data, t0, a, b, efforts)
             X = np.zeros((b - a, self.lay.dim))
             t1 = time.perf_counter()
