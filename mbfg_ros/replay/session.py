@@ -259,7 +259,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         clock["estimator_cpu"] += cpu() - c0
         emit()
         if opt.lagged:
-            done = log.rows[-1][0].keyframe if len(log) else -1
+            done = log.last_keyframe if len(log) else -1
             write([e for e in tail if e.keyframe > done])
 
     try:

@@ -150,11 +150,7 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                     lo, hi = float(t[ok].min()), float(t[ok].max())
                     c.first_stamp = lo if c.first_stamp is None else min(c.first_stamp, lo)
                     c.last_stamp = hi if c.last_stamp is None else max(c.last_stamp, hi)
-                prev = sensor in samples.t
-                samples.t[sensor] = np.concatenate((samples.t[sensor], t[ok])) if prev else t[ok]
-                samples.y[sensor] = np.concatenate((samples.y[sensor], y[ok])) if prev else y[ok]
-                samples.era[sensor] = np.concatenate((samples.era[sensor], np.full(int(ok.sum()), era))) \
-                    if prev else np.full(int(ok.sum()), era)
+                samples.extend(sensor, t[ok], y[ok], era)
             raw.clear()                           # (the stamps go; the values stay as views)
             if not readings.sensors:
                 continue
