@@ -6,20 +6,21 @@ integration, random walks, closures, dynamics, every reading at its own stamp, r
 :mod:`.step_function`) is linearised with the compiled step function *mapped over time*
 (``casadi.Function.map``: one call evaluates a block of keyframes from numeric arrays), the
 chain's Gauss-Newton system is solved with GTSAM (a GaussianFactorGraph of one JacobianFactor
-per step, eliminated in chain order: QR, so the stiff closure rows are safe), and that is
-iterated to convergence (Levenberg-Marquardt damping only when a Gauss-Newton step raises the
-cost).
+per step, eliminated in chain order), the new states are put back on the loop closures
+(:class:`ClosureProjection`: the closure rows are stiff), and that is iterated to convergence
+(Levenberg-Marquardt damping only when a Gauss-Newton step raises the cost).
 
-Initialisation: a fast causal pass (per keyframe, the prediction from x_{k-1} refined by
-Gauss-Newton on x_k with x_{k-1} held: the estimator's own start, without the window), or
-states the caller gives (e.g. the online estimates).
+Initialisation: a fast causal pass (:meth:`OfflineSmoother._causal`: a square-root information
+filter over the chain, each step linearised at the prediction from the previous keyframe: the
+online estimator's filter without its window), or states the caller gives (e.g. the online
+estimates). From there one Gauss-Newton step usually converges.
 
 Memory is bounded by windows: a recording longer than ``window`` seconds is solved in windows
 that overlap by ``overlap`` seconds; each window keeps the keyframes nearer its middle than the
 next window's (the seam is in the middle of the overlap) and starts from the previous window's
 states with the config's (loose) prior on its first keyframe, so only a window's Jacobians are
-ever in memory (about 6 KB per keyframe for the four-bar). The readings themselves are held as
-arrays (16 bytes per scalar reading).
+ever in memory (about 10 KB per keyframe for the four-bar, with the solver's copies). The
+readings themselves are held as arrays (16 bytes per scalar reading).
 
 Units and frames are the estimator's (:mod:`.layout`, :mod:`.sensor_residuals`); stamps are s.
 No ROS here: readings come in as arrays (see :class:`Readings`).
@@ -46,7 +47,6 @@ from mbfg_ros.model.assembly import initial_state as assembled_initial_state
 from mbfg_ros.model.config import EstimatorConfig
 from mbfg_ros.model.mechanism import Mechanism
 
-DEBUG = False
 MAP_BLOCK = 512
 """Keyframes per call of the mapped step function."""
 
@@ -59,8 +59,7 @@ class SmoothingOptions:
     ``tolerance`` of what the linearisation predicted (so another step could gain no more). The
     default 1e-3 is below the statistical spread of the cost itself (about sqrt(2 / rows),
     3e-3 for a four-bar minute), so further iterations would not change the estimate beyond its
-    own uncertainty; ``threads``: threads of the mapped
-    step function (1: serial)."""
+    own uncertainty; ``threads``: threads of the mapped step function (1: serial)."""
     window: float = 60.0
     overlap: float = 2.0
     max_iterations: int = 10
@@ -455,8 +454,6 @@ class OfflineSmoother:
             t0 = time.perf_counter()
             cost_c = self._linearize(cand, P, prior, r_c, Jt_c)
             self.timings["linearize"] += time.perf_counter() - t0
-            if DEBUG:
-                print(f"  it {it} damping {damping:.1e} cost {cost:.6g} -> {cost_c:.6g}")
             change = (cost - cost_c) / max(cost, 1e-300)
             # the linear model's cost at the step: when the new cost is what it predicted, the
             # problem is linear enough here that another step would not lower it further
