@@ -36,6 +36,7 @@ from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import SENSOR, BagInput
 from mbfg_ros.replay.estimate_log import EstimateLog, EstimateSeries
 from mbfg_ros.replay.output_bag import OutputBag
+from mbfg_ros.replay.output_batch import BatchMessages
 from mbfg_ros.replay.pipeline import ReaderProcess, WriterProcess
 from mbfg_ros.replay.residuals import SampleLog
 from mbfg_ros.replay.stamp_order import StampOrder
@@ -193,6 +194,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             out = OutputBag(opt.out, mech, opt.names, covariance=opt.covariance_topics, storage=opt.storage,
                             overwrite=opt.overwrite, custom_data=custom)
     batch_forces = BatchForces(mech, est.fn.sym, block=FORCES_BLOCK)
+    batch = {"messages": None, "exact": False}     # BatchMessages, and whether they are exact
     clock = {"estimator": 0.0, "estimator_cpu": 0.0, "forces": 0.0, "outputs": 0.0}
     cpu = time.process_time
     state = {"epoch": None, "first": math.inf, "last": -math.inf, "next_diag": -math.inf, "era": 0}
@@ -221,15 +223,34 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         if not rows:
             return
         t0 = perf()
+        X = np.stack([e.x for e in rows])
+        lay, n = est.lay, est.lay.n
+        q, v, a = X[:, :n], X[:, n:2 * n], X[:, 2 * n:3 * n]
         tau = np.array([est.known_efforts(e.stamp) for e in rows])
-        all_forces = batch_forces.forces(rows, tau)       # one mapped call for the rows
+        F, T, cells = batch_forces(q, v, a, X[:, lay.L], X[:, lay.U], tau)     # one mapped call
+        all_forces = batch_forces.as_forces(rows, F, T, cells)
         clock["forces"] += perf() - t0
-        for e, forces in zip(rows, all_forces):
-            t1 = perf()
+        t1 = perf()
+        serialized = None
+        if out is not None and not opt.covariance_topics:
+            # the node's messages of these keyframes at once, if the templates are exact
+            stamps = np.array([state["epoch"] + int(round(e.stamp * 1e9)) for e in rows], np.int64)
+            effort = np.stack([e.effort for e in rows])
+            if batch["messages"] is None:
+                batch["messages"] = BatchMessages(mech, opt.names)
+                batch["exact"] = batch["messages"].usable(int(stamps[0]), q, v, a, effort, F, T, cells)
+            if batch["exact"]:
+                serialized = batch["messages"].serialize(stamps, q, v, a, effort, F, T, cells)
+        for i, (e, forces) in enumerate(zip(rows, all_forces)):
             log.add(e, forces, state["era"])
             if out is not None:
                 stamp_ns = state["epoch"] + int(round(e.stamp * 1e9))
-                out.write_estimate(e, forces, stamp_ns)
+                if serialized is None:
+                    out.write_estimate(e, forces, stamp_ns)
+                else:
+                    out.write_static(stamp_ns)
+                    for topic, msgtype, data in serialized:
+                        out.write_raw(topic, msgtype, stamp_ns, data[i].tobytes())
                 if e.stamp >= state["next_diag"]:
                     state["next_diag"] = (math.floor(e.stamp / opt.diagnostics_period) + 1) * opt.diagnostics_period
                     now = est.estimate().stamp if est.estimate() is not None else e.stamp
@@ -237,7 +258,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                         mech, est, now, stamp_ns, node_name,
                         extra=[_replay_status(inp, problems_now(), order, jumps, e.stamp)],
                         topic_names=bag_topic_names), stamp_ns)
-            clock["outputs"] += perf() - t1
+        clock["outputs"] += perf() - t1
 
     def emit() -> None:
         t0, c0 = perf(), cpu()
