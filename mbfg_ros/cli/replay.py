@@ -31,6 +31,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lagged", action="store_true",
                    help="output the smoothed estimates (each keyframe as it leaves the lag window) instead "
                         "of the newest (filtered) ones")
+    p.add_argument("--smooth", action="store_true",
+                   help="offline smoothing: the whole recording solved as one problem (in overlapping "
+                        "windows), the best estimate of what happened; without it, what the node would "
+                        "have published")
+    p.add_argument("--smooth-window", type=float, default=60.0, metavar="S",
+                   help="--smooth: s of keyframes solved together (bounds memory; default 60)")
+    p.add_argument("--smooth-overlap", type=float, default=2.0, metavar="S",
+                   help="--smooth: s shared by consecutive windows (default 2)")
     p.add_argument("--skip", type=float, default=1.0, metavar="S",
                    help="s after the first reading left out of the RMSE (convergence; default 1)")
     p.add_argument("--reorder-window", type=float, default=None, metavar="S",
@@ -71,6 +79,12 @@ def _file_option(option: str, value: str | None) -> None:
 def _validate(args: argparse.Namespace) -> None:
     if not (math.isfinite(args.skip) and args.skip >= 0):
         raise CliError(f"--skip: must be >= 0 s (value: {args.skip:g})")
+    if args.smooth and args.lagged:
+        raise CliError("--lagged: not with --smooth (smoothing outputs the smoothed estimate of every keyframe)")
+    if not (math.isfinite(args.smooth_window) and args.smooth_window > 0):
+        raise CliError(f"--smooth-window: must be > 0 s (value: {args.smooth_window:g})")
+    if not (math.isfinite(args.smooth_overlap) and 0 <= args.smooth_overlap <= args.smooth_window / 2):
+        raise CliError(f"--smooth-overlap: must be >= 0 s and at most half the window (value: {args.smooth_overlap:g})")
     if args.reorder_window is not None and not (math.isfinite(args.reorder_window) and args.reorder_window >= 0):
         raise CliError(f"--reorder-window: must be >= 0 s (value: {args.reorder_window:g})")
     if not (math.isfinite(args.max_time_gap) and args.max_time_gap > 0):
@@ -112,11 +126,18 @@ def run(args: argparse.Namespace) -> int:
         max_time_gap=args.max_time_gap,
         truth=not args.no_truth, progress=not args.no_progress and sys.stderr.isatty(),
         processes={"auto": None, "on": True, "off": False}[args.parallel])
-    res = replay_bag(args.bag, mech, options)
+    extra: dict = {"mode": "smooth" if args.smooth else "online"}
+    if args.smooth:
+        from mbfg_ros.estimation.offline_smoother import SmoothingOptions
+        from mbfg_ros.replay.smoothing import smooth_bag
+        options.covariance = False
+        res = smooth_bag(args.bag, mech, options, SmoothingOptions(args.smooth_window, args.smooth_overlap))
+        extra["smoothing"] = [vars(w) for w in res.smoothing]
+    else:
+        res = replay_bag(args.bag, mech, options)
     t0 = time.perf_counter()
     comparison = compare(mech, res.estimates, res.truth, args.skip) if res.truth is not None else None
     residuals = sensor_residuals(mech, res.layout, res.estimates, res.samples)
-    extra: dict = {}
     if args.plots:
         from mbfg_ros.replay.plots import write_plots
         files = write_plots(args.plots, res, comparison, residuals)
@@ -127,7 +148,14 @@ def run(args: argparse.Namespace) -> int:
     f = facts(res, comparison, residuals, extra)
     if args.json and args.json != "-":
         Path(args.json).write_text(json.dumps(f, indent=2) + "\n", encoding="utf-8")
-    _print(json.dumps(f, indent=2) if args.json == "-" else format_summary(f, res, comparison))
+    text = json.dumps(f, indent=2) if args.json == "-" else format_summary(f, res, comparison)
+    if args.smooth and args.json != "-":
+        w = res.smoothing
+        text += (f"\nSmoothing: {len(w)} window{'s' if len(w) != 1 else ''} of up to {args.smooth_window:g} s "
+                 f"(overlap {args.smooth_overlap:g} s), Gauss-Newton iterations {sum(x.iterations for x in w)}, "
+                 f"{'all converged' if all(x.converged for x in w) else 'NOT all converged'}; whitened cost "
+                 f"{sum(x.initial_cost for x in w):.4g} at the causal start, {sum(x.cost for x in w):.4g} at the end")
+    _print(text)
     return 0
 
 

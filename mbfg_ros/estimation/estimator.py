@@ -908,14 +908,18 @@ class Estimator:
 
     def forces(self, e: Estimate) -> Forces:
         """Closure reactions (in frame_b), load-cell readings and actuator efforts of an estimate."""
-        mech, d = self.mech, self.data
-        closures = [ClosureForce(c.name, c.frame_b, f, tq) for c, (f, tq) in
-                    zip(mech.closure_configs, mech.closure_wrenches_in_frame_b(d, e.q, e.lam))]
-        tau = self.known_efforts(e.stamp)
-        cells = {}
-        for k, cell in enumerate(mech.load_cells):
-            cells[cell.config.name] = mech.load_cell(d, k, e.q, e.v, e.a, e.lam, e.u, tau,
-                                                      derivatives=False)[0]
-        act = set(mech.input_joints) | set(mech.known_input_joints)
-        efforts = {name: float(e.effort[mech.index[name]]) for name in mech.joint_names if name in act}
-        return Forces(closures, cells, efforts)
+        return estimate_forces(self.mech, self.data, e, self.known_efforts(e.stamp))
+
+
+def estimate_forces(mech: Mechanism, data, e: Estimate, tau: np.ndarray) -> Forces:
+    """Closure reactions (in frame_b), load-cell readings and actuator efforts of an estimate
+    whose known input efforts are ``tau`` (n,)."""
+    closures = [ClosureForce(c.name, c.frame_b, f, tq) for c, (f, tq) in
+                zip(mech.closure_configs, mech.closure_wrenches_in_frame_b(data, e.q, e.lam))]
+    cells = {}
+    for k, cell in enumerate(mech.load_cells):
+        cells[cell.config.name] = mech.load_cell(data, k, e.q, e.v, e.a, e.lam, e.u, tau,
+                                                  derivatives=False)[0]
+    act = set(mech.input_joints) | set(mech.known_input_joints)
+    efforts = {name: float(e.effort[mech.index[name]]) for name in mech.joint_names if name in act}
+    return Forces(closures, cells, efforts)

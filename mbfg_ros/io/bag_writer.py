@@ -133,6 +133,15 @@ class BagWriter:
         self.first_ns = ns if self.first_ns is None else min(self.first_ns, ns)
         self.last_ns = ns if self.last_ns is None else max(self.last_ns, ns)
 
+    def write_raw(self, topic: str, msgtype: str, log_time_ns: int, data: bytes) -> None:
+        """Write an already serialised (CDR) message."""
+        self.add_topic(topic, msgtype)
+        topic = resolve_topic(topic)
+        self._writer.write(self._connections[topic], log_time_ns, data)
+        self.counts[topic] += 1
+        self.first_ns = log_time_ns if self.first_ns is None else min(self.first_ns, log_time_ns)
+        self.last_ns = log_time_ns if self.last_ns is None else max(self.last_ns, log_time_ns)
+
     def summary(self) -> dict:
         """{"topics": {topic: {"type", "count"}}, "messages": total, "duration": s (log times)}."""
         total = sum(self.counts.values())

@@ -143,15 +143,26 @@ def covariance_messages(mech: Mechanism, P: np.ndarray, stamp_ns: int,
 
 
 def _transform(stamp_ns: int, parent: str, child: str, M: pin.SE3):
-    T = msgs.typestore().types
+    return transform_stamped(stamp_ns, parent, child, transform_values(M))
+
+
+def transform_values(M: pin.SE3) -> np.ndarray:
+    """(7,) translation x, y, z (m) and rotation quaternion x, y, z, w of a placement, as TF
+    messages carry them."""
     qt = pin.Quaternion(M.rotation)
     tr = M.translation
+    return np.array([tr[0], tr[1], tr[2], qt.x, qt.y, qt.z, qt.w], float)
+
+
+def transform_stamped(stamp_ns: int, parent: str, child: str, values):
+    """geometry_msgs/TransformStamped from :func:`transform_values`."""
+    T = msgs.typestore().types
+    x = [float(v) for v in values]
     return T["geometry_msgs/msg/TransformStamped"](
         header=msgs.header(stamp_ns, parent), child_frame_id=child,
         transform=T["geometry_msgs/msg/Transform"](
-            translation=T["geometry_msgs/msg/Vector3"](x=float(tr[0]), y=float(tr[1]), z=float(tr[2])),
-            rotation=T["geometry_msgs/msg/Quaternion"](x=float(qt.x), y=float(qt.y), z=float(qt.z),
-                                                        w=float(qt.w))))
+            translation=T["geometry_msgs/msg/Vector3"](x=x[0], y=x[1], z=x[2]),
+            rotation=T["geometry_msgs/msg/Quaternion"](x=x[3], y=x[4], z=x[5], w=x[6])))
 
 
 def static_tf_message(mech: Mechanism, stamp_ns: int, names: OutputNames, world_frame: str = ""):
@@ -184,14 +195,17 @@ def static_tf_message(mech: Mechanism, stamp_ns: int, names: OutputNames, world_
 def tf_message(mech: Mechanism, data: MechanismData, q: np.ndarray, stamp_ns: int,
                names: OutputNames, fixed: bool = False):
     """TFMessage: parent -> child link of every movable joint (or of every fixed joint)."""
-    place = mech.link_placements(data, q)
-    transforms = []
-    for j in mech.urdf.tree:
-        if (j.type == "fixed") != fixed or j.parent not in place or j.child not in place:
-            continue
-        M = place[j.parent].actInv(place[j.child])
-        transforms.append(_transform(stamp_ns, names.frame(j.parent), names.frame(j.child), M))
+    transforms = [_transform(stamp_ns, names.frame(parent), names.frame(child), M)
+                  for parent, child, M in tf_placements(mech, data, q, fixed)]
     return msgs.typestore().types[TF_MESSAGE](transforms=transforms)
+
+
+def tf_placements(mech: Mechanism, data: MechanismData, q: np.ndarray, fixed: bool = False) -> list[tuple]:
+    """(parent link, child link, placement of the child in the parent) of every movable joint
+    (or of every fixed joint) at q."""
+    place = mech.link_placements(data, q)
+    return [(j.parent, j.child, place[j.parent].actInv(place[j.child])) for j in mech.urdf.tree
+            if (j.type == "fixed") == fixed and j.parent in place and j.child in place]
 
 
 def _status(name: str, level: int, message: str, hardware_id: str, values: dict):

@@ -7,6 +7,7 @@ frame_b (N, N m); load-cell readings N or N m; ``std`` the DOF standard deviatio
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,50 +40,64 @@ class EstimateSeries:
 
 
 class EstimateLog:
-    """Append estimates (with their forces); ``series()`` stacks them."""
+    """Append estimates (with their forces); ``series()`` stacks them. Kept as flat arrays
+    (8 bytes per number: hour-long replays), not as the objects."""
 
     def __init__(self, mech: Mechanism) -> None:
         self.mech = mech
-        self.rows: list[tuple[Estimate, Forces]] = []
-        self.eras: list[int] = []
+        self.layout = None                       # the estimates' StateLayout (from the first)
+        self.last_keyframe = -1                  # keyframe of the newest estimate added
+        self._n = 0
+        self._t, self._x, self._effort, self._std, self._forces = (array("d") for _ in range(5))
+        self._key, self._era = array("q"), array("q")
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return self._n
 
     def add(self, e: Estimate, forces: Forces, era: int = 0) -> None:
-        self.rows.append((e, forces))
-        self.eras.append(era)
+        mech = self.mech
+        if self.layout is None:
+            self.layout = e.layout
+        g = len(mech.dof)
+        self._t.append(e.stamp)
+        self._key.append(e.keyframe)
+        self._era.append(era)
+        self._x.extend(np.asarray(e.x, float))
+        self._effort.extend(np.asarray(e.effort, float).reshape(-1))
+        if e.covariance is not None:
+            self._std.extend(np.sqrt(np.maximum(np.diag(e.covariance), 0.0)))
+        else:
+            self._std.extend(np.full(2 * g, np.nan))
+        row = []
+        for c in forces.closures:
+            row += [*c.force, *c.torque]
+        row += [forces.load_cells[c.config.name] for c in mech.load_cells]
+        self._forces.extend(np.asarray(row, float))
+        self._n += 1
+        self.last_keyframe = e.keyframe
 
     def series(self) -> EstimateSeries:
         mech = self.mech
         g, nc, ncell = len(mech.dof), len(mech.closure_configs), len(mech.load_cells)
-        N = len(self.rows)
-        es = [r[0] for r in self.rows]
-
-        def stack(attr: str, width: int) -> np.ndarray:
-            if not N:
-                return np.zeros((0, width))
-            return np.stack([np.asarray(getattr(e, attr), float).reshape(-1) for e in es])
-
-        std = np.full((N, 2 * g), np.nan)
-        for i, e in enumerate(es):
-            if e.covariance is not None:
-                std[i] = np.sqrt(np.maximum(np.diag(e.covariance), 0.0))
-        cf = np.zeros((N, nc, 3))
-        ct = np.zeros((N, nc, 3))
-        cells = np.zeros((N, ncell))
-        names = [c.config.name for c in mech.load_cells]
-        for i, (_, f) in enumerate(self.rows):
-            for j, c in enumerate(f.closures):
-                cf[i, j] = c.force
-                ct[i, j] = c.torque
-            for j, name in enumerate(names):
-                cells[i, j] = f.load_cells[name]
+        N = self._n
+        lay = self.layout
+        if lay is None:
+            z = np.zeros((0, mech.n))
+            return EstimateSeries(np.zeros(0), np.zeros(0, int), np.zeros(0, int), z, z, z, z,
+                                  np.zeros((0, mech.m)), np.zeros((0, mech.n_u)), np.zeros((0, 0)),
+                                  np.zeros(0), np.zeros(0), np.zeros((0, 2 * g)), np.zeros((0, nc, 3)),
+                                  np.zeros((0, nc, 3)), np.zeros((0, ncell)))
+        X = np.frombuffer(self._x, float).reshape(N, -1).copy()
+        F = np.frombuffer(self._forces, float).reshape(N, 6 * nc + ncell)
+        W = F[:, :6 * nc].reshape(N, nc, 2, 3)
+        n = lay.n
         return EstimateSeries(
-            t=np.array([e.stamp for e in es], float), keyframe=np.array([e.keyframe for e in es], int),
-            era=np.array(self.eras, int),
-            q=stack("q", mech.n), v=stack("v", mech.n), a=stack("a", mech.n),
-            effort=stack("effort", mech.n), lam=stack("lam", mech.m), u=stack("u", mech.n_u),
-            bias=stack("bias", 0), gravity_scale=np.array([e.gravity_scale for e in es], float),
-            mass_scale=np.array([e.mass_scale for e in es], float), std=std,
-            closure_force=cf, closure_torque=ct, load_cells=cells)
+            t=np.frombuffer(self._t, float).copy(), keyframe=np.frombuffer(self._key, np.int64).astype(int),
+            era=np.frombuffer(self._era, np.int64).astype(int),
+            q=X[:, :n], v=X[:, n:2 * n], a=X[:, 2 * n:3 * n],
+            effort=np.frombuffer(self._effort, float).reshape(N, -1).copy(), lam=X[:, lay.L], u=X[:, lay.U],
+            bias=X[:, lay.B], gravity_scale=X[:, lay.S][:, 0] if lay.has_gravity else np.ones(N),
+            mass_scale=X[:, lay.MU][:, 0] if lay.has_mass else np.ones(N),
+            std=np.frombuffer(self._std, float).reshape(N, 2 * g).copy(),
+            closure_force=W[:, :, 0, :].copy(), closure_torque=W[:, :, 1, :].copy(),
+            load_cells=F[:, 6 * nc:].copy())

@@ -45,16 +45,24 @@ class OutputBag:
     def write_estimate(self, e: Estimate, forces: Forces, stamp_ns: int) -> None:
         """Every message of one keyframe (and /tf_static before the first)."""
         w = self.writer
-        if not self._static_done:
-            self._static_done = True
-            w.write(BagMessage("/tf_static", "tf2_msgs/msg/TFMessage", stamp_ns,
-                               static_tf_message(self.mech, stamp_ns, self.names)))
+        self.write_static(stamp_ns)
         if e.covariance is not None and not self.covariance:
             e = replace(e, covariance=None)        # computed for the plots, not asked for here
         for topic, msgtype, msg in estimate_messages(self.mech, e, forces, stamp_ns, self.names):
             w.write(BagMessage(topic, msgtype, stamp_ns, msg))
         w.write(BagMessage("/tf", "tf2_msgs/msg/TFMessage", stamp_ns,
                            tf_message(self.mech, self.data, e.q, stamp_ns, self.names)))
+
+    def write_static(self, stamp_ns: int) -> None:
+        """/tf_static (once, before the first estimate)."""
+        if not self._static_done:
+            self._static_done = True
+            self.writer.write(BagMessage("/tf_static", "tf2_msgs/msg/TFMessage", stamp_ns,
+                                         static_tf_message(self.mech, stamp_ns, self.names)))
+
+    def write_raw(self, topic: str, msgtype: str, stamp_ns: int, data: bytes) -> None:
+        """An already serialised message (e.g. from :mod:`mbfg_ros.replay.output_batch`)."""
+        self.writer.write_raw(topic, msgtype, stamp_ns, data)
 
     def write_diagnostics(self, msg, stamp_ns: int) -> None:
         self.writer.write(BagMessage(DIAGNOSTICS, "diagnostic_msgs/msg/DiagnosticArray", stamp_ns, msg))

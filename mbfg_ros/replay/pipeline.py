@@ -177,6 +177,10 @@ def _write_worker(inbox: mp.Queue, results: mp.Queue, path: str, config: str, na
                 for rec in item:
                     if rec[0] == "e":
                         out.write_estimate(rec[1], rec[2], rec[3])
+                    elif rec[0] == "r":
+                        out.write_raw(rec[1], rec[2], rec[3], rec[4])
+                    elif rec[0] == "s":
+                        out.write_static(rec[1])
                     else:
                         out.write_diagnostics(store.deserialize_cdr(rec[1], DIAGNOSTIC_ARRAY), rec[2])
                 busy += time.perf_counter() - t0
@@ -241,6 +245,14 @@ class WriterProcess:
         self._batch.append(("e", e, forces, stamp_ns))
         if len(self._batch) >= BATCH:
             self._flush()
+
+    def write_raw(self, topic: str, msgtype: str, stamp_ns: int, data: bytes) -> None:
+        self._batch.append(("r", topic, msgtype, stamp_ns, data))
+        if len(self._batch) >= 8 * BATCH:
+            self._flush()
+
+    def write_static(self, stamp_ns: int) -> None:
+        self._batch.append(("s", stamp_ns))
 
     def write_diagnostics(self, msg, stamp_ns: int) -> None:
         from mbfg_ros.io import messages as msgs

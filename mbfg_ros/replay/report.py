@@ -155,12 +155,18 @@ def _g(x, unit: str = "") -> str:
     return f"{x:.3g}" + (f" {unit}" if unit else "")
 
 
+def _kind(f: dict) -> str:
+    if f.get("mode") == "smooth":
+        return "smoothed (offline, whole recording)"
+    return "smoothed (lagged)" if f["lagged"] else "filtered"
+
+
 def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = None) -> str:
     """The human-readable summary of a replay (``f`` from :func:`facts`)."""
     mech = res.mech
     t = f["timings"]
     lines = [f"Replayed {f['bag']} with {Path(f['config']).name or f['rig']}: {f['duration']:.2f} s of sensor "
-             f"data, {f['keyframes']} {'smoothed (lagged)' if f['lagged'] else 'filtered'} keyframes in "
+             f"data, {f['keyframes']} {_kind(f)} keyframes in "
              f"{f['wall_time']:.2f} s: {_g(f['realtime_factor'])}x real time "
              f"(estimator alone {_g(f['estimator_realtime_factor'])}x)"]
     lines.append(f"  wall time: estimator {t['estimator']:.2f} s, reading + decoding {t['read_sensors']:.2f} s, "

@@ -22,6 +22,7 @@ instead of held.
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,40 +40,67 @@ PREDICTION_EPS = 1e-6
 
 
 class SampleLog:
-    """The readings the estimator accepted, per sensor (stamps s, values as given, era)."""
+    """The readings the estimator accepted, per sensor (stamps s, values as given, era), kept
+    as flat arrays (8 bytes per stamp, value and era: hour-long bags)."""
 
     def __init__(self) -> None:
-        self.t: dict[str, list[float]] = {}
-        self.y: dict[str, list] = {}
-        self.era: dict[str, list[int]] = {}
+        self._t: dict[str, array] = {}
+        self._y: dict[str, array] = {}
+        self._era: dict[str, array] = {}
+        self._dim: dict[str, int] = {}
 
     def add(self, sensor: str, stamp: float, value: np.ndarray, era: int = 0) -> None:
-        ts = self.t.get(sensor)
+        ts = self._t.get(sensor)
+        v = np.asarray(value, float).reshape(-1)
         if ts is None:
-            ts = self.t[sensor] = []
-            self.y[sensor] = []
-            self.era[sensor] = []
+            ts = self._t[sensor] = array("d")
+            self._y[sensor] = array("d")
+            self._era[sensor] = array("q")
+            self._dim[sensor] = v.size
+        if v.size != self._dim[sensor]:
+            raise ValueError(f"{sensor}: a reading of {v.size} values after readings of {self._dim[sensor]}")
         ts.append(stamp)
-        self.y[sensor].append(value)
-        self.era[sensor].append(era)
+        self._y[sensor].extend(v)
+        self._era[sensor].append(era)
+
+    def extend(self, sensor: str, t: np.ndarray, y: np.ndarray, era: int = 0) -> None:
+        """Many readings at once: stamps t (N,), values y (N, k)."""
+        y = np.asarray(y, float).reshape(np.size(t), -1)
+        if sensor not in self._t:
+            self._t[sensor], self._y[sensor], self._era[sensor] = array("d"), array("d"), array("q")
+            self._dim[sensor] = y.shape[1]
+        self._t[sensor].extend(np.asarray(t, float))
+        self._y[sensor].extend(y.reshape(-1))
+        self._era[sensor].extend(np.full(np.size(t), era, np.int64))
+
+    @property
+    def sensors(self) -> list[str]:
+        return list(self._t)
+
+    def columns(self, sensor: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(t (N,), y (N, k), era (N,)) in the order added."""
+        if sensor not in self._t:
+            return np.zeros(0), np.zeros((0, 1)), np.zeros(0, int)
+        t = np.frombuffer(self._t[sensor], float).copy()
+        y = np.frombuffer(self._y[sensor], float).reshape(t.size, self._dim[sensor]).copy()
+        return t, y, np.frombuffer(self._era[sensor], np.int64).astype(int)
 
     def arrays(self, sensor: str, era: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(t (N,), y (N, k)) sorted by stamp (of one era if given)."""
-        t = np.asarray(self.t.get(sensor, []), float)
+        t, y, eras = self.columns(sensor)
         if not t.size:
             return t, np.zeros((0, 1))
-        y = np.stack([np.asarray(v, float).reshape(-1) for v in self.y[sensor]])
         if era is not None:
-            keep = np.asarray(self.era[sensor]) == era
+            keep = eras == era
             t, y = t[keep], y[keep]
         order = np.argsort(t, kind="stable")
         return t[order], y[order]
 
     def eras(self, sensor: str) -> np.ndarray:
-        return np.asarray(self.era.get(sensor, []), int)
+        return self.columns(sensor)[2]
 
     def count(self, sensor: str) -> int:
-        return len(self.t.get(sensor, ()))
+        return len(self._t.get(sensor, ()))
 
 
 @dataclass
@@ -128,11 +156,9 @@ def _state_at(est: EstimateSeries, t: np.ndarray, era: np.ndarray, predicted: bo
 
 def _samples(samples: SampleLog, name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(t, y, era) of a sensor, sorted by (era, stamp)."""
-    t = np.asarray(samples.t.get(name, []), float)
+    t, y, era = samples.columns(name)
     if not t.size:
         return t, np.zeros((0, 1)), np.zeros(0, int)
-    y = np.stack([np.asarray(v, float).reshape(-1) for v in samples.y[name]])
-    era = samples.eras(name)
     order = np.lexsort((t, era))
     return t[order], y[order], era[order]
 

@@ -9,6 +9,7 @@ vector; repeated stamps (a bag that loops) keep their first value and are counte
 """
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -66,7 +67,9 @@ class TruthCollector:
         self.acc_topic = ns + "/dynamic_joint_states"
         self.closure_topics = {ns + f"/forces/{c}": c for c in mech.closure_names}
         self.cell_topics = {ns + f"/forces/{c.config.name}": k for k, c in enumerate(mech.load_cells)}
-        self._data: dict[str, tuple[list[int], list]] = {t: ([], []) for t in self.topics}
+        # per topic: stamps (ns) and values, flat (a message's values are consecutive): compact
+        # for hour-long bags (8 bytes per value)
+        self._data: dict[str, tuple[array, array]] = {t: (array("q"), array("d")) for t in self.topics}
         self._index: dict[tuple[str, ...], np.ndarray] = {}
         self.unmatched: int = 0       # joint_states messages without the config's joints
 
@@ -88,22 +91,23 @@ class TruthCollector:
                 self.unmatched += 1
                 return
             eff = np.asarray(msg.effort, float)
-            ys.append((np.asarray(msg.position, float)[idx], np.asarray(msg.velocity, float)[idx],
-                       eff[idx] if eff.size else np.zeros(idx.size)))
+            vals = np.concatenate((np.asarray(msg.position, float)[idx], np.asarray(msg.velocity, float)[idx],
+                                   eff[idx] if eff.size else np.zeros(idx.size)))
         elif topic == self.acc_topic:
-            a = joint_values(msg, "acceleration", self.mech.joint_names)
-            if a is None:
+            vals = joint_values(msg, "acceleration", self.mech.joint_names)
+            if vals is None:
                 self.unmatched += 1
                 return
-            ys.append(a)
         elif topic in self.closure_topics:
             f, t = msg.wrench.force, msg.wrench.torque
-            ys.append((f.x, f.y, f.z, t.x, t.y, t.z))
+            vals = (f.x, f.y, f.z, t.x, t.y, t.z)
         else:
             cell = self.mech.load_cells[self.cell_topics[topic]]
             w = msg.wrench.force if cell.config.component == "force" else msg.wrench.torque
-            ys.append(float(cell.axis @ np.array([w.x, w.y, w.z])))
-        ts.append(time_to_ns(msg.header.stamp))
+            vals = (float(cell.axis @ np.array([w.x, w.y, w.z])),)
+        stamp = time_to_ns(msg.header.stamp)
+        ys.extend(np.asarray(vals, float))
+        ts.append(stamp)
 
     def state(self) -> tuple:
         """The collected messages (to hand over from another process)."""
@@ -121,31 +125,32 @@ class TruthCollector:
             ts, ys = self._data[topic]
             if not ts:
                 return None, None
-            t = (np.asarray(ts, np.int64) - epoch_ns) * 1e-9
+            t = (np.frombuffer(ts, np.int64) - epoch_ns) * 1e-9
+            y = np.frombuffer(ys, float).reshape(t.size, -1)
             order = np.argsort(t, kind="stable")
             t = t[order]
             keep = np.concatenate([[True], np.diff(t) > 0])
             if not keep.all():
                 out.repeated[topic] = int((~keep).sum())
-            return t[keep], [ys[i] for i in order[keep]]
+            return t[keep], y[order[keep]]
 
+        n = self.mech.n
         t, ys = ordered(self.js_topic)
         if t is None:
             return None
-        out.q = Series(t, np.array([y[0] for y in ys]))
-        out.v = Series(t, np.array([y[1] for y in ys]))
-        out.effort = Series(t, np.array([y[2] for y in ys]))
+        out.q = Series(t, ys[:, :n])
+        out.v = Series(t, ys[:, n:2 * n])
+        out.effort = Series(t, ys[:, 2 * n:])
         t, ys = ordered(self.acc_topic)
         if t is not None:
-            out.a = Series(t, np.array(ys))
+            out.a = Series(t, ys)
         for topic, name in self.closure_topics.items():
             t, ys = ordered(topic)
             if t is not None:
-                w = np.array(ys)
-                out.closure_force[name] = Series(t, w[:, :3])
-                out.closure_torque[name] = Series(t, w[:, 3:])
+                out.closure_force[name] = Series(t, ys[:, :3])
+                out.closure_torque[name] = Series(t, ys[:, 3:])
         for topic, k in self.cell_topics.items():
             t, ys = ordered(topic)
             if t is not None:
-                out.load_cells[self.mech.load_cells[k].config.name] = Series(t, np.array(ys)[:, None])
+                out.load_cells[self.mech.load_cells[k].config.name] = Series(t, ys)
         return out

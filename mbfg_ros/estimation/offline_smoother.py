@@ -1,0 +1,588 @@
+"""Offline smoothing: a whole recording solved as one least-squares problem over its keyframes.
+
+The online estimator answers "what would the node have published"; this module answers "what
+best explains everything that was recorded". Every keyframe step (the estimator's own rows:
+integration, random walks, closures, dynamics, every reading at its own stamp, robust weights;
+:mod:`.step_function`) is linearised with the compiled step function *mapped over time*
+(``casadi.Function.map``: one call evaluates a block of keyframes from numeric arrays), the
+chain's Gauss-Newton system is solved with GTSAM (a GaussianFactorGraph of one JacobianFactor
+per step, eliminated in chain order), the new states are put back on the loop closures
+(:class:`ClosureProjection`: the closure rows are stiff), and that is iterated to convergence
+(Levenberg-Marquardt damping only when a Gauss-Newton step raises the cost).
+
+Initialisation: a fast causal pass (:meth:`OfflineSmoother._causal`: a square-root information
+filter over the chain, each step linearised at the prediction from the previous keyframe: the
+online estimator's filter without its window), or states the caller gives (e.g. the online
+estimates). From there one Gauss-Newton step usually converges.
+
+Memory is bounded by windows: a recording longer than ``window`` seconds is solved in windows
+that overlap by ``overlap`` seconds; each window keeps the keyframes nearer its middle than the
+next window's (the seam is in the middle of the overlap) and starts from the previous window's
+states with the config's (loose) prior on its first keyframe, so only a window's Jacobians are
+ever in memory (about 10 KB per keyframe for the four-bar, with the solver's copies). The
+readings themselves are held as arrays (16 bytes per scalar reading).
+
+Units and frames are the estimator's (:mod:`.layout`, :mod:`.sensor_residuals`); stamps are s.
+No ROS here: readings come in as arrays (see :class:`Readings`).
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import casadi as ca
+import gtsam
+import numpy as np
+import scipy.linalg
+
+from mbfg_ros.errors import AssemblyError
+from mbfg_ros.estimation.layout import StateLayout
+from mbfg_ros.estimation.outputs import Estimate
+from mbfg_ros.estimation.smoother import key
+from mbfg_ros.estimation.step_function import StepFunction, compiled_step_function
+from mbfg_ros.model.assembly import assemble, solve_velocity
+from mbfg_ros.model.assembly import initial_state as assembled_initial_state
+from mbfg_ros.model.config import EstimatorConfig
+from mbfg_ros.model.mechanism import Mechanism
+
+MAP_BLOCK = 512
+"""Keyframes per call of the mapped step function."""
+
+
+@dataclass(frozen=True)
+class SmoothingOptions:
+    """How to smooth. ``window``/``overlap``: s of keyframes solved together / shared by
+    consecutive windows; ``max_iterations`` Gauss-Newton iterations per window, ending early
+    when the cost falls by less than ``tolerance`` (relative), or when the new cost is within
+    ``tolerance`` of what the linearisation predicted (so another step could gain no more). The
+    default 1e-3 is below the statistical spread of the cost itself (about sqrt(2 / rows),
+    3e-3 for a four-bar minute), so further iterations would not change the estimate beyond its
+    own uncertainty; ``threads``: threads of the mapped step function (1: serial)."""
+    window: float = 60.0
+    overlap: float = 2.0
+    max_iterations: int = 10
+    tolerance: float = 1e-3
+    threads: int = 1
+
+    def check(self) -> None:
+        if not (math.isfinite(self.window) and self.window > 0):
+            raise ValueError(f"smoothing window must be > 0 s (value: {self.window:g})")
+        if not (math.isfinite(self.overlap) and 0 <= self.overlap < self.window):
+            raise ValueError(f"smoothing overlap must be >= 0 s and below the window (value: {self.overlap:g})")
+        if self.max_iterations < 1 or self.threads < 1:
+            raise ValueError("smoothing: max_iterations and threads must be >= 1")
+
+
+@dataclass
+class Readings:
+    """The readings of one run, per config sensor name: (stamps (N,) s, values (N, dim)); known
+    input efforts per joint name: (stamps, efforts (N,)). Any order; NaN/Inf and duplicate
+    stamps are dropped and counted (:attr:`SmoothingResult.rejected`)."""
+    sensors: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    commands: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+@dataclass
+class WindowReport:
+    first: int                  # first and last keyframe of the window (0-based)
+    last: int
+    iterations: int
+    initial_cost: float         # sum of squared whitened residuals at the initialisation
+    cost: float                 # at the solution
+    converged: bool
+
+
+@dataclass
+class SmoothingResult:
+    t0: float                   # s: stamp of keyframe 0 (the earliest reading)
+    h: float                    # s between keyframes
+    x: np.ndarray               # (K, D) the smoothed states
+    used: dict[str, int]        # readings used per sensor (and command:<joint>)
+    rejected: dict[str, tuple[int, int]]   # per sensor: (not finite, duplicate stamp)
+    windows: list[WindowReport]
+    timings: dict[str, float]   # s (wall): causal, linearize, solve, total
+    cpu: float                  # s of process CPU
+    efforts: object = None      # t (N,) s -> (N, n): the known input efforts (linear between commands)
+
+    @property
+    def times(self) -> np.ndarray:
+        return self.t0 + self.h * np.arange(self.x.shape[0])
+
+
+class MappedSteps:
+    """The step function evaluated over a block of keyframes in one call (``Function.map``).
+
+    Inputs are (B, D), (B, D), (B, P) arrays; outputs r (B, R) and Jt (B, 2D, R) (row i of Jt
+    holds J0 then J1 transposed, as :class:`~.step_function.CompiledRows` stores them)."""
+
+    def __init__(self, fn: StepFunction, block: int = MAP_BLOCK, threads: int = 1) -> None:
+        rows = fn.step
+        base = rows.compiled or rows.fn
+        self.B, self.D, self.R, self.P = block, rows.dim, rows.R, rows.p.size
+        mapped = base.map(block, "thread", threads) if threads > 1 else base.map(block, "serial")
+        self.x0 = np.zeros((block, self.D))
+        self.x1 = np.zeros((block, self.D))
+        self.p = np.zeros((block, self.P))
+        self.r = np.zeros((block, self.R))
+        self.Jt = np.zeros((block, 2 * self.D, self.R))
+        self._extra = [np.zeros(max(1, int(mapped.numel_out(i)))) for i in range(2, mapped.n_out())]
+        self._buf, self._eval = mapped.buffer()
+        for i, a in enumerate((self.x0, self.x1, self.p)):
+            self._buf.set_arg(i, memoryview(a))
+        for i, a in enumerate((self.r, self.Jt, *self._extra)):
+            self._buf.set_res(i, memoryview(a))
+
+    def evaluate(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, r_out: np.ndarray,
+                 Jt_out: np.ndarray) -> None:
+        """Rows of N steps into r_out (N, R) and Jt_out (N, 2D, R)."""
+        N, B = X0.shape[0], self.B
+        for s in range(0, N, B):
+            e = min(N, s + B)
+            c = e - s
+            self.x0[:c], self.x1[:c], self.p[:c] = X0[s:e], X1[s:e], P[s:e]
+            if c < B:                            # pad with the last step (results ignored)
+                self.x0[c:], self.x1[c:], self.p[c:] = X0[e - 1], X1[e - 1], P[e - 1]
+            self._eval()
+            r_out[s:e] = self.r[:c]
+            Jt_out[s:e] = self.Jt[:c]
+
+
+class ClosureProjection:
+    """Puts keyframe states back on the loop closures (a retraction after each Gauss-Newton
+    step: the closure rows are stiff, sigma 1e-6, so a step along their tangent leaves a
+    second-order residual of thousands of sigmas). Per keyframe, minimum-norm Newton corrections
+    q -= Phi_q^+ Phi, v -= Phi_q^+ Phi', a -= Phi_q^+ Phi''; evaluated for all keyframes by one
+    mapped CasADi call per iteration."""
+
+    def __init__(self, fn: StepFunction, block: int = 4 * MAP_BLOCK) -> None:
+        sym, n = fn.sym, fn.mech.n
+        q, v, a = ca.SX.sym("q", n), ca.SX.sym("v", n), ca.SX.sym("a", n)
+        phi, phid, phidd = sym.closure_levels(q, v, a)
+        f = ca.Function("closure_projection", [q, v, a],
+                        [ca.vertcat(phi, phid, phidd), ca.densify(ca.jacobian(phi, q))], {"cse": True})
+        self.n, self.m, self.B = n, fn.mech.m, block
+        self.mapped = f.map(block, "serial")
+        self.q, self.v, self.a = (np.zeros((block, n)) for _ in range(3))
+        self.c = np.zeros((block, 3 * self.m))
+        self.Jt = np.zeros((block, n, self.m))          # (m, n) column-major = C-order (n, m)
+        self._buf, self._eval = self.mapped.buffer()
+        for i, arr in enumerate((self.q, self.v, self.a)):
+            self._buf.set_arg(i, memoryview(arr))
+        for i, arr in enumerate((self.c, self.Jt)):
+            self._buf.set_res(i, memoryview(arr))
+
+    def __call__(self, X: np.ndarray, iterations: int = 3) -> None:
+        """Project the states X (K, D) in place."""
+        n, m, B = self.n, self.m, self.B
+        if not m:
+            return
+        for s in range(0, X.shape[0], B):
+            e = min(X.shape[0], s + B)
+            c = e - s
+            for _ in range(iterations):
+                self.q[:c], self.v[:c], self.a[:c] = X[s:e, :n], X[s:e, n:2 * n], X[s:e, 2 * n:3 * n]
+                self._eval()
+                Phi = self.Jt[:c].transpose(0, 2, 1)           # (c, m, n)
+                pinv = np.linalg.pinv(Phi, rcond=1e-10)         # (c, n, m)
+                corr = pinv @ self.c[:c].reshape(c, 3, m).transpose(0, 2, 1)   # (c, n, 3)
+                X[s:e, :n] -= corr[:, :, 0]
+                X[s:e, n:2 * n] -= corr[:, :, 1]
+                X[s:e, 2 * n:3 * n] -= corr[:, :, 2]
+
+
+class OfflineSmoother:
+    """Smooths recordings of one mechanism (estimator settings from ``config``, default the
+    mechanism config's)."""
+
+    def __init__(self, mech: Mechanism, config: EstimatorConfig | None = None,
+                 options: SmoothingOptions | None = None) -> None:
+        self.mech = mech
+        self.cfg = config or mech.config.estimator
+        self.options = options or SmoothingOptions()
+        self.options.check()
+        self.lay = StateLayout.for_mechanism(mech, self.cfg)
+        self.h = 1.0 / self.cfg.keyframe_rate
+        self.data = mech.create_data()
+        self.fn = compiled_step_function(mech, self.cfg, self.lay, self.h)
+        self.names = [res.name for res in self.fn.residuals]
+        n = self.lay.n
+        T = np.eye(self.lay.dim)
+        T[:n, n:2 * n] = self.h * np.eye(n)
+        T[:n, 2 * n:3 * n] = 0.5 * self.h * self.h * np.eye(n)
+        T[n:2 * n, 2 * n:3 * n] = self.h * np.eye(n)
+        self._transition = T
+        self._mapped: MappedSteps | None = None
+
+    # ----------------------------------------------------------------------------------------
+    def _clean(self, readings: Readings):
+        """Finite, unique, sorted readings per sensor; counts of what was dropped."""
+        out, rejected = {}, {}
+        for name, (t, y) in list(readings.sensors.items()) + [("command:" + j, v) for j, v in readings.commands.items()]:
+            t = np.asarray(t, float).reshape(-1)
+            y = np.asarray(y, float).reshape(t.size, -1)
+            ok = np.isfinite(t) & np.all(np.isfinite(y), axis=1)
+            bad = int(t.size - ok.sum())
+            t, y = t[ok], y[ok]
+            order = np.argsort(t, kind="stable")
+            t, y = t[order], y[order]
+            keep = np.ones(t.size, bool)
+            keep[1:] = np.diff(t) > 0
+            out[name] = (t[keep], y[keep])
+            rejected[name] = (bad, int(t.size - keep.sum()))
+        return out, rejected
+
+    def _step_function_for(self, counts: dict[str, int]) -> StepFunction:
+        """The estimator's step function, or one with more slots where a sensor has more
+        readings in a step than its slots hold (jittered or irregular stamps)."""
+        slots = [b.slots for b in self.fn.layout.blocks]
+        need = [max(s, counts.get(name, 0)) for s, name in zip(slots, self.names)]
+        if need == slots:
+            return self.fn
+        return StepFunction(self.mech, self.cfg, self.lay, self.h, sym=self.fn.sym, slots=need)
+
+    def _initial_state(self, data: dict, t0: float) -> np.ndarray:
+        """The config's assembly, or (``initial_pose: sensors``, encoders on every DOF) the
+        assembly at the first encoder readings (as the online estimator starts)."""
+        mech, lay = self.mech, self.lay
+        q, v = assembled_initial_state(mech, self.data)
+        if self.cfg.initial_pose == "sensors":
+            first: dict[int, float] = {}
+            for enc in mech.encoders:
+                t, y = data.get(enc.config.name, (np.zeros(0), None))
+                if t.size and t[0] <= t0 + self.cfg.sensor_wait + 1e-9:
+                    first.setdefault(int(enc.index), float(y[0, 0]))
+            if all(int(j) in first for j in mech.dof):
+                try:
+                    q = assemble(mech, self.data, np.array([first[int(j)] for j in mech.dof]), q).q
+                    v = solve_velocity(mech, self.data, q, np.zeros(len(mech.dof)))
+                except AssemblyError:
+                    pass
+        a, lam = mech.forward_dynamics(self.data, q, v)
+        return lay.pack(q, v, a, lam)
+
+    def _prior_sigmas(self) -> np.ndarray:
+        nz, lay = self.cfg.noise, self.lay
+        sig = np.full(lay.dim, np.inf)
+        sig[lay.Q] = nz.prior_position
+        sig[lay.V] = nz.prior_velocity
+        sig[lay.A] = nz.prior_acceleration
+        sig[lay.U] = nz.prior_input
+        for g, sl in zip(self.mech.gyros, lay.bias_slices):
+            if sl is not None:
+                sig[lay.B.start + sl.start:lay.B.start + sl.stop] = max(g.config.bias_sigma, 1e-6)
+        sig[lay.S] = nz.prior_gravity
+        sig[lay.MU] = nz.prior_mass
+        return sig
+
+    # ----------------------------------------------------------------------------------------
+    def _parameters(self, fn: StepFunction, data: dict, t0: float, k_first: int, k_end: int,
+                    efforts) -> np.ndarray:
+        """(k_end - k_first, P): the step parameters of keyframes [k_first, k_end): every reading
+        in its slot, known efforts, Gaussian innovation means."""
+        L, h = fn.layout, self.h
+        K = k_end - k_first
+        P = np.tile(L.empty_parameters(), (K, 1))
+        t_lo, t_hi = t0 + (k_first - 1) * h, t0 + (k_end - 1) * h
+        if L.tau is not None:
+            P[:, L.tau] = efforts(t0 + h * np.arange(k_first, k_end))
+        for b, name in zip(L.blocks, self.names):
+            t, y = data.get(name, (None, None))
+            if t is None or not t.size:
+                continue
+            lo = int(np.searchsorted(t, t_lo - h, side="left")) if k_first else 0
+            hi = int(np.searchsorted(t, t_hi + h, side="right"))
+            if hi <= lo:
+                continue
+            tt, yy = t[lo:hi], y[lo:hi]
+            f = (tt - t0) / h
+            k = np.maximum(0, np.ceil(f - 1e-9)).astype(np.int64)
+            keep = (k >= k_first) & (k < k_end)
+            tt, yy, f, k = tt[keep], yy[keep], f[keep], k[keep]
+            if not tt.size:
+                continue
+            start = np.searchsorted(k, k, side="left")        # first reading of each one's keyframe
+            j = np.arange(k.size) - start
+            base = b.start + j * b.width
+            rows = k - k_first
+            P[rows, base] = f - (k - 1)
+            for c in range(b.sensor.dim):
+                P[rows, base + 1 + c] = yy[:, c]
+            if b.tau:
+                tau = efforts(tt)
+                for c in range(self.lay.n):
+                    P[rows, base + 1 + b.sensor.dim + c] = tau[:, c]
+        return P
+
+    def _causal(self, X: np.ndarray, P: np.ndarray, start: int, info: np.ndarray | None, prior) -> np.ndarray:
+        """Fill X[start:] with a causal pass: a square-root information filter over the chain
+        (each step linearised at the prediction from x_{k-1}, x_{k-1} eliminated by QR, the
+        marginal of x_k kept: the online estimator's filter without its window). ``info``: the
+        square-root information of X[start - 1] (None: start from ``prior`` at keyframe 0).
+        Returns the square-root information of the last keyframe."""
+        step = self.fn_step
+        T = self._transition
+        D = X.shape[1]
+        H = self.fn_layout.head
+        qr = scipy.linalg.qr
+        if info is None:
+            mean, S = prior
+            x = X[0]
+            r, J0, J1 = step(x, x, P[0])
+            A = np.vstack((S, J0[H:] + J1[H:]))
+            b = -np.concatenate((S @ (x - mean), r[H:]))
+            Rf = qr(np.column_stack((A, b)), mode="r", check_finite=False)[0]
+            info = np.triu(Rf[:D, :D])
+            X[0] = x + scipy.linalg.solve_triangular(info, Rf[:D, D], check_finite=False)
+            start = 1
+        R = self.fn_layout.R
+        M = np.zeros((max(D + R, 2 * D + 1), 2 * D + 1), order="F")   # [info 0 0; J0 J1 -r], QR in place
+        geqrf = scipy.linalg.lapack.dgeqrf
+        trtrs = scipy.linalg.lapack.dtrtrs
+        for k in range(max(start, 1), X.shape[0]):
+            x0 = X[k - 1]
+            x = T @ x0
+            r, J0, J1 = step(x0, x, P[k])
+            M[:D, :D] = info
+            M[:D, D:] = 0.0
+            M[D:D + R, :D] = J0
+            M[D:D + R, D:2 * D] = J1
+            M[D:D + R, 2 * D] = -r
+            Rf = geqrf(M)[0]
+            R11 = np.triu(Rf[D:2 * D, D:2 * D])
+            dx, ok = trtrs(R11, Rf[D:2 * D, 2 * D])
+            if ok != 0 or not np.all(np.isfinite(dx)):
+                dx = np.zeros(D)
+            X[k] = x + dx
+            info = R11
+        return info
+
+    def _linearize(self, X: np.ndarray, P: np.ndarray, prior, r: np.ndarray, Jt: np.ndarray) -> float:
+        """Every step's rows at X into r, Jt (step 0: x0 = x1, its head rows replaced by the
+        prior); returns the cost (sum of squares)."""
+        X0 = np.empty_like(X)
+        X0[1:] = X[:-1]
+        X0[0] = X[0]
+        self._mapped.evaluate(X0, X, P, r, Jt)
+        H = self.fn_layout.head
+        mean, S = prior
+        rp = S @ (X[0] - mean)
+        cost = float(np.einsum("ij,ij->", r[1:], r[1:])) + float(r[0, H:] @ r[0, H:]) + float(rp @ rp)
+        return cost if math.isfinite(cost) and np.all(np.isfinite(Jt)) else math.inf
+
+    def _solve(self, X: np.ndarray, r: np.ndarray, Jt: np.ndarray, prior, damping: float) -> np.ndarray | None:
+        """The Gauss-Newton (damping > 0: Levenberg-Marquardt) step of the chain, from GTSAM."""
+        K, D = X.shape
+        H = self.fn_layout.head
+        mean, S = prior
+        g = gtsam.GaussianFactorGraph()
+        units: dict[int, object] = {}
+
+        def unit(n: int):
+            u = units.get(n)
+            if u is None:
+                u = units[n] = gtsam.noiseModel.Unit.Create(n)
+            return u
+        rp = S @ (X[0] - mean)
+        J0u = Jt[0, :D, H:].T + Jt[0, D:, H:].T
+        A = np.vstack((S, J0u))
+        b = -np.concatenate((rp, r[0, H:]))
+        g.add(gtsam.JacobianFactor(key(0), A, b, unit(b.size)))
+        R = r.shape[1]
+        J0s = np.ascontiguousarray(Jt[:, :D, :].transpose(0, 2, 1))
+        J1s = np.ascontiguousarray(Jt[:, D:, :].transpose(0, 2, 1))
+        nb = -r
+        u = unit(R)
+        for k in range(1, K):
+            g.add(gtsam.JacobianFactor(key(k - 1), J0s[k], key(k), J1s[k], nb[k], u))
+        if damping > 0:
+            diag = np.einsum("kri,kri->ki", J1s, J1s)
+            diag[:-1] += np.einsum("kri,kri->ki", J0s[1:], J0s[1:])
+            d = np.sqrt(damping * np.maximum(diag, 1e-9))
+            z = np.zeros(D)
+            uD = unit(D)
+            for k in range(K):
+                g.add(gtsam.JacobianFactor(key(k), np.diag(d[k]), z, uD))
+        ordering = gtsam.Ordering()
+        for k in range(K):
+            ordering.push_back(key(k))
+        try:
+            delta = g.optimize(ordering)
+        except RuntimeError:
+            return None
+        dx = np.asarray(delta.vector()).reshape(K, D)
+        return dx if np.all(np.isfinite(dx)) else None
+
+    def _model_cost(self, X: np.ndarray, dx: np.ndarray, r: np.ndarray, Jt: np.ndarray, prior) -> float:
+        """The cost the linearisation (r, Jt at X) predicts at X + dx."""
+        D = X.shape[1]
+        H = self.fn_layout.head
+        mean, S = prior
+        e = r[1:] + np.einsum("kdr,kd->kr", Jt[1:, :D], dx[:-1]) + np.einsum("kdr,kd->kr", Jt[1:, D:], dx[1:])
+        e0 = r[0, H:] + (Jt[0, :D, H:] + Jt[0, D:, H:]).T @ dx[0]
+        ep = S @ (X[0] + dx[0] - mean)
+        return float(np.einsum("kr,kr->", e, e) + e0 @ e0 + ep @ ep)
+
+    def _solve_window(self, X: np.ndarray, P: np.ndarray, prior) -> WindowReport:
+        """Iterate Gauss-Newton (LM when a step raises the cost) on the chain X (in place)."""
+        opt = self.options
+        K = X.shape[0]
+        R, D = self.fn_layout.R, X.shape[1]
+        r = np.zeros((K, R))
+        Jt = np.zeros((K, 2 * D, R))
+        t0 = time.perf_counter()
+        cost = self._linearize(X, P, prior, r, Jt)
+        self.timings["linearize"] += time.perf_counter() - t0
+        initial = cost
+        damping = 0.0
+        it = 0
+        converged = False
+        while it < opt.max_iterations and math.isfinite(cost):
+            it += 1
+            t0 = time.perf_counter()
+            dx = self._solve(X, r, Jt, prior, damping)
+            self.timings["solve"] += time.perf_counter() - t0
+            if dx is None:
+                damping = max(damping * 10.0, 1e-6)
+                if damping > 1e8:
+                    break
+                continue
+            cand = X + dx
+            self._project(cand)
+            r_c, Jt_c = np.empty_like(r), np.empty_like(Jt)
+            t0 = time.perf_counter()
+            cost_c = self._linearize(cand, P, prior, r_c, Jt_c)
+            self.timings["linearize"] += time.perf_counter() - t0
+            change = (cost - cost_c) / max(cost, 1e-300)
+            # the linear model's cost at the step: when the new cost is what it predicted, the
+            # problem is linear enough here that another step would not lower it further
+            model = self._model_cost(X, dx, r, Jt, prior) if damping == 0.0 else -math.inf
+            if cost_c <= cost:
+                X[:] = cand
+                r, Jt, cost = r_c, Jt_c, cost_c
+                damping = damping / 10.0 if damping > 1e-6 else 0.0
+            if abs(change) < opt.tolerance or abs(cost_c - model) < opt.tolerance * cost_c:
+                converged = True                # (a rise this small is rounding: at the minimum)
+                break
+            if cost_c > cost:
+                damping = max(damping * 10.0, 1e-4)
+                if damping > 1e8:
+                    converged = True        # no step lowers the cost: at a minimum
+                    break
+        return WindowReport(0, K - 1, it, initial, cost, converged)
+
+    # ----------------------------------------------------------------------------------------
+    def windows(self, readings: Readings, x_start: np.ndarray | None = None,
+                x_init: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray, "SmoothingResult"]]:
+        """Smooth ``readings`` window by window; yields (first keyframe, states (N, D)) of the
+        keyframes each window settles, in order, with the result so far (its ``x`` is filled
+        at the end). ``x_start``: the first keyframe's prior mean (default: the config's
+        initial pose, from the first encoder readings); ``x_init`` (K, D): initial states
+        instead of the causal pass."""
+        c0, w0 = time.process_time(), time.perf_counter()
+        opt = self.options
+        data, rejected = self._clean(readings)
+        measuring = [n for n in self.names if n in data and data[n][0].size]
+        if not measuring:
+            raise ValueError("no finite readings of any of the config's sensors")
+        t0 = min(float(data[n][0][0]) for n in measuring)
+        t_end = max(float(data[n][0][-1]) for n in measuring)
+        h = self.h
+        K = int(max(0, math.ceil((t_end - t0) / h - 1e-9))) + 1
+        counts = {}
+        used = {}
+        for n in measuring:
+            t = data[n][0]
+            k = np.maximum(0, np.ceil((t - t0) / h - 1e-9)).astype(np.int64)
+            counts[n] = int(np.bincount(k).max())
+            used[n] = int(t.size)
+        fn = self._step_function_for(counts)
+        self.fn_step, self.fn_layout = fn.step, fn.layout
+        self._mapped = MappedSteps(fn, min(MAP_BLOCK, max(K, 1)), opt.threads)
+        self._project = ClosureProjection(fn, min(4 * MAP_BLOCK, max(K, 1)))
+        cmd = {self.mech.index[j[len("command:"):]]: data[j] for j in data if j.startswith("command:")}
+        for j in data:
+            if j.startswith("command:"):
+                used[j] = int(data[j][0].size)
+        n = self.lay.n
+
+        def efforts(ts: np.ndarray) -> np.ndarray:
+            tau = np.zeros((np.size(ts), n))
+            for jj, (tc, yc) in cmd.items():
+                tau[:, jj] = np.interp(ts, tc, yc[:, 0])
+            return tau
+        x_start = self._initial_state(data, t0) if x_start is None else np.asarray(x_start, float)
+        sigma = self._prior_sigmas()
+        fin = np.flatnonzero(np.isfinite(sigma))
+        S0 = np.zeros((fin.size, self.lay.dim))
+        S0[np.arange(fin.size), fin] = 1.0 / sigma[fin]
+        W = max(2, int(round(opt.window / h)))
+        O = min(W - 1, int(round(opt.overlap / h)))
+        self.timings = {"causal": 0.0, "linearize": 0.0, "solve": 0.0, "total": 0.0}
+        result = SmoothingResult(t0, h, np.zeros((0, self.lay.dim)), used, rejected, [], self.timings, 0.0,
+                                 efforts)
+        a = 0
+        carry: np.ndarray | None = None           # previous window's states from a on
+        info: np.ndarray | None = None            # the causal filter's information at carry's end
+        prior = (x_start, S0)
+        while True:
+            b = min(K, a + W)
+            if K - b <= O:
+                b = K                                 # (no window shorter than the overlap at the end)
+            P = self._parameters(fn, data, t0, a, b, efforts)
+            X = np.zeros((b - a, self.lay.dim))
+            t1 = time.perf_counter()
+            if x_init is not None:
+                X[:] = x_init[a:b]
+            else:
+                done = 0
+                if carry is not None:
+                    done = min(carry.shape[0], b - a)
+                    X[:done] = carry[:done]
+                else:
+                    X[0] = prior[0]
+                info = self._causal(X, P, done, info, prior)
+            self.timings["causal"] += time.perf_counter() - t1
+            rep = self._solve_window(X, P, prior)
+            rep.first, rep.last = a, b - 1
+            result.windows.append(rep)
+            last = b == K
+            keep_to = b if last else b - O // 2         # settle [a + O//2 (0 for the first), keep_to)
+            keep_from = a if a == 0 else a + (O - O // 2)
+            keep_from = max(keep_from, 0)
+            self.timings["total"] = time.perf_counter() - w0
+            result.cpu = time.process_time() - c0
+            yield keep_from, X[keep_from - a:keep_to - a].copy(), result
+            if last:
+                break
+            a_next = b - O
+            carry = X[a_next - a:].copy()
+            # the next window starts at this one's smoothed state there, with the config's loose
+            # prior (the causal filter's marginal there, tried instead, is overconfident: worse)
+            prior = (carry[0].copy(), S0)
+            a = a_next
+        self.timings["total"] = time.perf_counter() - w0
+        result.cpu = time.process_time() - c0
+
+    def smooth(self, readings: Readings, x_start: np.ndarray | None = None,
+               x_init: np.ndarray | None = None) -> SmoothingResult:
+        """Smooth a whole run (see :meth:`windows`); the result holds every keyframe's state."""
+        parts = []
+        result = None
+        for _, X, result in self.windows(readings, x_start, x_init):
+            parts.append(X)
+        result.x = np.concatenate(parts) if parts else np.zeros((0, self.lay.dim))
+        return result
+
+    def estimates(self, result: SmoothingResult, first_keyframe: int, X: np.ndarray,
+                  key_offset: int = 0) -> list[Estimate]:
+        """Estimates (lagged = smoothed) of keyframes first_keyframe.. with states X (keyframe
+        numbers + ``key_offset``)."""
+        lay, mech = self.lay, self.mech
+        ks = np.arange(first_keyframe, first_keyframe + X.shape[0])
+        ts = result.t0 + result.h * ks
+        eff = result.efforts(ts)
+        if lay.n_u:
+            eff = eff + X[:, lay.U] @ mech.B.T
+        return [Estimate(float(t), int(k) + key_offset, True, x, lay, e) for t, k, x, e in zip(ts, ks, X, eff)]

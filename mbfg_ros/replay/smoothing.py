@@ -1,0 +1,245 @@
+"""`mbfg replay --smooth`: the recording solved offline as one smoothing problem.
+
+The bag is read and checked as the online replay reads it (:class:`~mbfg_ros.replay.bag_input.BagInput`,
+the time-jump rules of :mod:`~mbfg_ros.io.time_jumps`: an era ends at a jump), every reading of
+an era is collected into arrays, and each era is smoothed by
+:class:`~mbfg_ros.estimation.offline_smoother.OfflineSmoother` window by window; each window's
+settled keyframes are logged with their forces and, with an output path, written as the node's
+messages (the same topics as the online replay; /diagnostics once per second of bag time). The
+result is a :class:`~mbfg_ros.replay.session.ReplayResult`, so the report, plots, CSV and JSON
+are the online replay's. No reordering is needed (the arrays are sorted), no covariance is
+computed (plots have no band, as for ``--lagged``).
+"""
+from __future__ import annotations
+
+import math
+import time
+from array import array
+from contextlib import nullcontext
+from pathlib import Path
+
+import numpy as np
+
+from mbfg_ros.errors import MbfgError
+from mbfg_ros.estimation.forces_batch import BatchForces
+from mbfg_ros.estimation.offline_smoother import OfflineSmoother, Readings, SmoothingOptions
+from mbfg_ros.estimation.outputs import Estimate, Health, SensorCounts
+from mbfg_ros.io.estimate_messages import diagnostics_message
+from mbfg_ros.io.sensor_inputs import InputRouter
+from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
+from mbfg_ros.io.topic_names import resolve_topic
+from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.replay.bag_input import SENSOR, BagInput
+from mbfg_ros.replay.estimate_log import EstimateSeries
+from mbfg_ros.replay.output_batch import BatchMessages
+from mbfg_ros.replay.output_bag import OutputBag
+from mbfg_ros.replay.pipeline import WriterProcess
+from mbfg_ros.replay.residuals import SampleLog
+from mbfg_ros.replay.session import ReplayOptions, ReplayResult, _replay_status, use_processes
+from mbfg_ros.replay.stamp_order import StampOrder
+from mbfg_ros.replay.truth import TruthCollector
+
+
+class _Status:
+    """What /diagnostics reads of an estimator (counts, health, newest estimate, settings)."""
+
+    def __init__(self, cfg, counts: dict[str, SensorCounts], health: Health) -> None:
+        self.cfg, self._counts, self.health, self.last = cfg, counts, health, None
+
+    def counts(self) -> dict[str, SensorCounts]:
+        return self._counts
+
+    def estimate(self) -> Estimate | None:
+        return self.last
+
+
+def _series(mech: Mechanism, lay, chunks: list[tuple]) -> EstimateSeries:
+    """The EstimateSeries of the settled chunks (arrays all the way: no object per keyframe)."""
+    t, k, era, X, effort, F, T, cells = (np.concatenate(c) for c in zip(*chunks))
+    n = lay.n
+    N = t.size
+    return EstimateSeries(
+        t=t, keyframe=k.astype(int), era=era.astype(int), q=X[:, :n], v=X[:, n:2 * n], a=X[:, 2 * n:3 * n],
+        effort=effort, lam=X[:, lay.L], u=X[:, lay.U], bias=X[:, lay.B],
+        gravity_scale=X[:, lay.S][:, 0] if lay.has_gravity else np.ones(N),
+        mass_scale=X[:, lay.MU][:, 0] if lay.has_mass else np.ones(N),
+        std=np.full((N, 2 * len(mech.dof)), np.nan), closure_force=F, closure_torque=T, load_cells=cells)
+
+
+def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None = None,
+               smoothing: SmoothingOptions | None = None) -> ReplayResult:
+    """Smooth ``bag`` offline with ``mech``'s estimator settings (``options.lagged`` and
+    ``options.covariance`` do not apply)."""
+    opt = options or ReplayOptions()
+    t_start, cpu_start = time.perf_counter(), time.process_time()
+    perf, cpu = time.perf_counter, time.process_time
+    inp = BagInput(bag, mech, opt.remap, truth=opt.truth)
+    smoother = OfflineSmoother(mech, options=smoothing)
+    cfg = smoother.cfg
+    jumps = TimeJumps(max_time_gap=opt.max_time_gap, max_lag=lagging_limit(cfg.lag))
+    truth = TruthCollector(mech) if opt.truth else None
+    order = StampOrder(horizon=0.0)             # (not used: the readings are sorted as arrays)
+    counts: dict[str, SensorCounts] = {}
+    health = Health()
+
+    # 1. read: every reading per era, as the online replay checks it, into compact arrays
+    # (stamps int64 ns, values float64: 16 bytes per scalar reading)
+    eras_raw: list[dict[str, tuple[array, array]]] = [{}]
+    for kind, topic, _, payload in inp.records():
+        if kind == SENSOR:
+            for reading in payload:
+                verdict = jumps.check(topic, reading.sensor, reading.stamp_ns, (topic, reading))
+                if verdict in ("stale", "too_old", "held"):
+                    continue
+                if verdict == "jump":
+                    eras_raw.append({})
+                    health.resets += 1
+                    health.last_reset = jumps.jumps[-1].reason
+                for _, r in (*jumps.released(), (topic, reading)):
+                    ts, ys = eras_raw[-1].get(r.sensor) or eras_raw[-1].setdefault(r.sensor, (array("q"), array("d")))
+                    ts.append(r.stamp_ns)
+                    ys.extend(np.atleast_1d(r.value).astype(float, copy=False))
+        else:
+            t0 = perf()
+            truth.add(topic, payload)
+            inp.time_truth += perf() - t0
+    stamps = [min(v[0]) for era in eras_raw for v in era.values() if len(v[0])]
+    if not stamps:
+        raise MbfgError(f"nothing could be estimated from {str(bag)!r}: no usable sensor reading")
+    epoch = (min(stamps) // 1_000_000_000) * 1_000_000_000
+
+    series: list[tuple] = []     # per settled chunk: t, keyframe, era, X, effort, force, torque, cells
+    samples = SampleLog()
+    names = opt.names
+    bag_topic_names = {t: opt.remap.get(resolve_topic(t), resolve_topic(t)) for t in InputRouter(mech).topics}
+    status = _Status(cfg, counts, health)
+    parallel = use_processes(opt, mech, inp)
+    out = None
+    if opt.out is not None:
+        custom = {"mbfg.replay_of": str(Path(bag).resolve()), "mbfg.rig": mech.config.name,
+                  "mbfg.mode": "smooth"}
+        if parallel:
+            out = WriterProcess(opt.out, mech.config.source, names, storage=opt.storage,
+                                overwrite=opt.overwrite, custom_data=custom)
+        else:
+            out = OutputBag(opt.out, mech, names, storage=opt.storage, overwrite=opt.overwrite,
+                            custom_data=custom)
+    clock = {"estimator": 0.0, "estimator_cpu": 0.0, "forces": 0.0, "outputs": 0.0}
+    batch_forces = BatchForces(mech, smoother.fn.sym)
+    batch: BatchMessages | None = None       # the output messages of a batch at once (if exact)
+    fast = False
+    eras: list[tuple[float, float]] = []
+    next_diag = -math.inf
+    key_offset = 0
+    windows = []
+    with out if out is not None else nullcontext():
+        for era, raw in enumerate(eras_raw):
+            readings = Readings()
+            first, last = math.inf, -math.inf
+            for sensor, (ts, ys) in raw.items():
+                t = (np.frombuffer(ts, np.int64) - epoch) * 1e-9
+                y = np.frombuffer(ys, float).reshape(t.size, -1)
+                if sensor.startswith("command:"):
+                    readings.commands[sensor[len("command:"):]] = (t, y)
+                else:
+                    readings.sensors[sensor] = (t, y)
+                c = counts.setdefault(sensor, SensorCounts())
+                c.received += t.size
+                ok = np.isfinite(t) & np.all(np.isfinite(y.reshape(t.size, -1)), axis=1)
+                if ok.any():
+                    lo, hi = float(t[ok].min()), float(t[ok].max())
+                    c.first_stamp = lo if c.first_stamp is None else min(c.first_stamp, lo)
+                    c.last_stamp = hi if c.last_stamp is None else max(c.last_stamp, hi)
+                samples.extend(sensor, t[ok], y[ok], era)
+            raw.clear()                           # (the stamps go; the values stay as views)
+            if not readings.sensors:
+                continue
+            t0, c0 = perf(), cpu()
+            gen = smoother.windows(readings)
+            result = None
+            while True:
+                try:
+                    k_first, X, result = next(gen)
+                except StopIteration:
+                    break
+                except ValueError:
+                    break                         # an era without finite readings
+                clock["estimator"] += perf() - t0
+                clock["estimator_cpu"] += cpu() - c0
+                t1 = perf()
+                ks = np.arange(k_first, k_first + X.shape[0])
+                ts = result.t0 + result.h * ks
+                tau = result.efforts(ts)
+                lay, n = smoother.lay, smoother.lay.n
+                F, T, cells = batch_forces(X[:, :n], X[:, n:2 * n], X[:, 2 * n:3 * n], X[:, lay.L], X[:, lay.U], tau)
+                effort = tau + X[:, lay.U] @ mech.B.T if lay.n_u else tau
+                series.append((ts, ks + key_offset, np.full(ks.size, era), X, effort, F, T, cells))
+                clock["forces"] += perf() - t1
+                if out is None:
+                    continue
+                t2 = perf()
+                rows = smoother.estimates(result, k_first, X, key_offset)
+                stamps = epoch + np.round(ts * 1e9).astype(np.int64)
+                q, v, a = X[:, :n], X[:, n:2 * n], X[:, 2 * n:3 * n]
+                if batch is None:
+                    batch = BatchMessages(mech, names)
+                    fast = batch.usable(int(stamps[0]), q, v, a, effort, F, T, cells)
+                serialized = batch.serialize(stamps, q, v, a, effort, F, T, cells) if fast else None
+                forces = batch_forces.as_forces(rows, F, T, cells) if not fast else [None] * len(rows)
+                for i, (e, f) in enumerate(zip(rows, forces)):
+                    status.last = e
+                    stamp_ns = int(stamps[i])
+                    if serialized is None:
+                        out.write_estimate(e, f, stamp_ns)
+                    else:
+                        out.write_static(stamp_ns)
+                        for topic, msgtype, data in serialized:
+                            out.write_raw(topic, msgtype, stamp_ns, data[i].tobytes())
+                    if e.stamp >= next_diag:
+                        next_diag = (math.floor(e.stamp / opt.diagnostics_period) + 1) * opt.diagnostics_period
+                        out.write_diagnostics(diagnostics_message(
+                            mech, status, e.stamp, stamp_ns, names.namespace,
+                            extra=[_replay_status(inp, inp.problems(), order, jumps, e.stamp)],
+                            topic_names=bag_topic_names), stamp_ns)
+                clock["outputs"] += perf() - t2
+                health.keyframes += X.shape[0]
+                t0, c0 = perf(), cpu()
+            clock["estimator"] += perf() - t0
+            clock["estimator_cpu"] += cpu() - c0
+            if result is None:
+                continue
+            for name, n_used in result.used.items():
+                bad, dup = result.rejected.get(name, (0, 0))
+                c = counts[name]
+                c.used += n_used
+                c.rejected_nonfinite += bad
+                c.rejected_duplicate += dup
+            for sensor, (tt, _) in readings.sensors.items():
+                tt = tt[np.isfinite(tt)]
+                if tt.size:
+                    first, last = min(first, float(tt.min())), max(last, float(tt.max()))
+            if first <= last:
+                eras.append((first, last))
+            windows += result.windows
+            key_offset += result.windows[-1].last + 1
+        if not series:
+            raise MbfgError(f"nothing could be estimated from {str(bag)!r}: no finite sensor reading")
+    total = perf() - t_start
+    writer_wait = out.wait if isinstance(out, WriterProcess) else 0.0
+    timings = {"total": total, "read_sensors": inp.time_sensors, "truth": inp.time_truth,
+               "estimator": clock["estimator"], "forces": clock["forces"],
+               "outputs": clock["outputs"] + writer_wait}
+    timings["other"] = max(0.0, total - sum(v for k, v in timings.items() if k != "total"))
+    timings["cpu"] = cpu() - cpu_start
+    timings["estimator_cpu"] = clock["estimator_cpu"]
+    if isinstance(out, WriterProcess):
+        timings["writer_process"] = out.busy
+        timings["writer_cpu"] = out.cpu
+    health.relinearizations = sum(w.iterations for w in windows)
+    res = ReplayResult(
+        bag=Path(bag), mech=mech, options=opt, input=inp, order=order, jumps=jumps, estimates=_series(mech, smoother.lay, series),
+        truth=truth.series(epoch) if truth is not None else None, samples=samples, counts=counts,
+        health=health, layout=smoother.lay, epoch_ns=epoch, eras=eras, timings=timings,
+        output=out.summary() if out is not None else None, reorder_window=0.0)
+    res.smoothing = windows        # per window: keyframes, iterations, cost, converged
+    return res
