@@ -199,20 +199,6 @@ class Estimator:
             return None
         return np.array([first[int(j)][1] for j in mech.dof])
 
-    def _prior_sigmas(self) -> np.ndarray:
-        nz, lay = self.cfg.noise, self.lay
-        sig = np.full(lay.dim, np.inf)
-        sig[lay.Q] = nz.prior_position
-        sig[lay.V] = nz.prior_velocity
-        sig[lay.A] = nz.prior_acceleration
-        sig[lay.U] = nz.prior_input
-        for g, sl in zip(self.mech.gyros, lay.bias_slices):
-            if sl is not None:
-                sig[lay.B.start + sl.start:lay.B.start + sl.stop] = max(g.config.bias_sigma, 1e-6)
-        sig[lay.S] = nz.prior_gravity
-        sig[lay.MU] = nz.prior_mass
-        return sig
-
     def _start_fresh(self, x_start: np.ndarray | None, prior_sigma: np.ndarray | None = None) -> None:
         """(Re)start; the next sample opens keyframe 0 at its stamp (keys stay unique). Readings
         still queued are counted as discarded."""
@@ -224,7 +210,7 @@ class Estimator:
         self.records = StepRecords(cap, self.lay.dim, self.layout.P)
         self.schedule.restart(self._next_key)
         self._x_start = x_start
-        self._prior_sigma = prior_sigma if prior_sigma is not None else self._prior_sigmas()
+        self._prior_sigma = prior_sigma if prior_sigma is not None else self.lay.prior_sigmas(self.mech, self.cfg)
         self._x: dict[int, np.ndarray] = {}          # states of the newest keyframes
         self._late: list = []                        # (k, factor) waiting for the next update
         self._group: list[_GroupStep] = []           # linearized steps waiting for their update
@@ -816,7 +802,7 @@ class Estimator:
             x_start, sig = None, None
         else:
             x_start = self._predict(good)
-            sig = self._prior_sigmas()
+            sig = self.lay.prior_sigmas(self.mech, self.cfg)
             sig[self.lay.Q] = min(self.cfg.noise.prior_position, 0.05)
             sig[self.lay.V] = min(self.cfg.noise.prior_velocity, 0.5)
         t = self._time(k)

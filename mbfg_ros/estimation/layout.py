@@ -88,6 +88,22 @@ class StateLayout:
     def dim(self) -> int:
         return 3 * self.n + self.m + self.n_u + self.n_b + int(self.has_gravity) + int(self.has_mass)
 
+    def prior_sigmas(self, mech: Mechanism, cfg: EstimatorConfig) -> np.ndarray:
+        """Standard deviations of the prior on a run's first keyframe, per state entry (the
+        config's ``noise.prior_*``, each gyro's bias sigma; inf on the multipliers)."""
+        nz = cfg.noise
+        sig = np.full(self.dim, np.inf)
+        sig[self.Q] = nz.prior_position
+        sig[self.V] = nz.prior_velocity
+        sig[self.A] = nz.prior_acceleration
+        sig[self.U] = nz.prior_input
+        for g, sl in zip(mech.gyros, self.bias_slices):
+            if sl is not None:
+                sig[self.B.start + sl.start:self.B.start + sl.stop] = max(g.config.bias_sigma, 1e-6)
+        sig[self.S] = nz.prior_gravity
+        sig[self.MU] = nz.prior_mass
+        return sig
+
     def gravity_scale(self, x: np.ndarray) -> float:
         return float(x[self.S][0]) if self.has_gravity else 1.0
 

@@ -262,20 +262,6 @@ class OfflineSmoother:
         a, lam = mech.forward_dynamics(self.data, q, v)
         return lay.pack(q, v, a, lam)
 
-    def _prior_sigmas(self) -> np.ndarray:
-        nz, lay = self.cfg.noise, self.lay
-        sig = np.full(lay.dim, np.inf)
-        sig[lay.Q] = nz.prior_position
-        sig[lay.V] = nz.prior_velocity
-        sig[lay.A] = nz.prior_acceleration
-        sig[lay.U] = nz.prior_input
-        for g, sl in zip(self.mech.gyros, lay.bias_slices):
-            if sl is not None:
-                sig[lay.B.start + sl.start:lay.B.start + sl.stop] = max(g.config.bias_sigma, 1e-6)
-        sig[lay.S] = nz.prior_gravity
-        sig[lay.MU] = nz.prior_mass
-        return sig
-
     # ----------------------------------------------------------------------------------------
     def _parameters(self, fn: StepFunction, data: dict, t0: float, k_first: int, k_end: int,
                     efforts) -> np.ndarray:
@@ -513,7 +499,7 @@ class OfflineSmoother:
                 tau[:, jj] = np.interp(ts, tc, yc[:, 0])
             return tau
         x_start = self._initial_state(data, t0) if x_start is None else np.asarray(x_start, float)
-        sigma = self._prior_sigmas()
+        sigma = self.lay.prior_sigmas(self.mech, self.cfg)
         fin = np.flatnonzero(np.isfinite(sigma))
         S0 = np.zeros((fin.size, self.lay.dim))
         S0[np.arange(fin.size), fin] = 1.0 / sigma[fin]
