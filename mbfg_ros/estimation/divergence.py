@@ -21,6 +21,8 @@ import numpy as np
 WINDOW = 0.5          # s
 LIMIT = 5.0           # sigmas
 MIN_READINGS = 5
+KEPT_PERIODS = 10_000
+"""The newest periods kept (a node that runs for months stays bounded; ``period_count`` counts all)."""
 
 
 @dataclass
@@ -53,7 +55,8 @@ class DivergenceMonitor:
         self._w: dict[str, _Window] = {}
         self.rms: dict[str, float] = {}                 # newest rolling RMS per sensor (sigmas)
         self.open: dict[str, DivergencePeriod] = {}     # sensors diverged now
-        self.periods: list[DivergencePeriod] = []       # every period, open ones included
+        self.periods: deque[DivergencePeriod] = deque(maxlen=KEPT_PERIODS)   # newest, open ones included
+        self.period_count = 0                           # every period since the start
 
     def add(self, sensor: str, stamp: float, residuals) -> None:
         """Whitened residuals (sigmas, one per reading) of ``sensor``'s readings near ``stamp``."""
@@ -82,6 +85,7 @@ class DivergenceMonitor:
             if p is None:
                 p = self.open[sensor] = DivergencePeriod(sensor, stamp, None, rms)
                 self.periods.append(p)
+                self.period_count += 1
             p.peak = max(p.peak, rms)
         elif p is not None and rms <= self.limit:
             p.end = stamp

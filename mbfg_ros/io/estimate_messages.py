@@ -301,7 +301,7 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
               "closure_residual": h.closure_residual, "last_recovery": h.last_recovery or "none",
               "last_reset": h.last_reset or "none", "unknown_sensor_samples": h.unknown_sensor,
               "diverged_sensors": ",".join(h.divergence.diverged) or "none",
-              "diverged_periods": len(h.divergence.periods), "reinitialisations": h.reinitialisations,
+              "diverged_periods": h.divergence.period_count, "reinitialisations": h.reinitialisations,
               "last_reinitialisation": h.last_reinitialisation or "none"}
     if e is not None:
         values["gravity_scale"] = e.gravity_scale

@@ -23,7 +23,7 @@ def test_a_run_of_large_residuals_is_one_period_with_its_peak():
         mon.add("gyro", t, [r, r])
         if t == 1.0 + 0.005 * 3:
             assert "gyro" in mon.diverged            # flagged within a few keyframes
-    assert len(mon.periods) == 1
+    assert len(mon.periods) == 1 and mon.period_count == 1
     p = mon.periods[0]
     assert 1.0 <= p.start < 1.05 and p.end is not None and 1.5 < p.end <= 2.0
     assert 19.0 < p.peak <= 20.0
