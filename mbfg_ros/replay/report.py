@@ -52,6 +52,7 @@ def _truth_problems(res: ReplayResult) -> list[str]:
                    f"joints ({', '.join(res.mech.joint_names)}) and were not used")
     return out
 
+
 def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str, Residuals],
           extra: dict | None = None) -> dict:
     """Everything the summary says, as JSON-ready data."""

@@ -240,6 +240,7 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         bag=Path(bag), mech=mech, options=opt, input=inp, order=order, jumps=jumps, estimates=_series(mech, smoother.lay, series),
         truth=truth.series(epoch) if truth is not None else None, samples=samples, counts=counts,
         health=health, layout=smoother.lay, epoch_ns=epoch, eras=eras, timings=timings,
-        output=out.summary() if out is not None else None, reorder_window=0.0)
+        output=out.summary() if out is not None else None, reorder_window=0.0,
+        truth_unmatched=truth.unmatched if truth is not None else 0)
     res.smoothing = windows        # per window: keyframes, iterations, cost, converged
     return res
