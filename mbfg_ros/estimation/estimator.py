@@ -567,15 +567,7 @@ class Estimator:
             self._marginalize()
             self._back_limit = self._time(self._window_start()) - max(self.cfg.lag, 1.0)
         except (SolverFailure, LinearizationError, np.linalg.LinAlgError) as exc:
-            readings = []
-            for g in group:
-                readings += self._readings_in(self.records.parameters(g.k), self._time(g.k - 1), g.taken)
-                readings += g.extra
-                for s, c in zip(self._measuring, g.taken):
-                    s.counts.used -= c
-                for s, _, _ in g.extra:
-                    s.counts.used -= 1
-            self._fail(group[0].k, exc, readings)
+            self._fail(group[0].k, exc, self._take_back(group))
             return
         wall = (time.perf_counter() - t0) / len(group)
         cpu = (time.thread_time() - c0) / len(group)
@@ -610,16 +602,22 @@ class Estimator:
         self._reinit_pending = True
         self._start_fresh(None)
 
-    def _fail(self, k: int, exc: Exception, readings: list) -> None:
-        """A step or solve failed at keyframe k (the first of its group): recover from the last
-        good state, or, if recovering already failed, restart from the config."""
-        for g in self._group:              # an unsolved group before k: its readings come back
+    def _take_back(self, group) -> list:
+        """The readings the keyframes of ``group`` had taken, no longer counted as used."""
+        readings = []
+        for g in group:
             readings += self._readings_in(self.records.parameters(g.k), self._time(g.k - 1), g.taken)
             readings += g.extra
             for s, c in zip(self._measuring, g.taken):
                 s.counts.used -= c
             for s, _, _ in g.extra:
                 s.counts.used -= 1
+        return readings
+
+    def _fail(self, k: int, exc: Exception, readings: list) -> None:
+        """A step or solve failed at keyframe k (the first of its group): recover from the last
+        good state, or, if recovering already failed, restart from the config."""
+        readings += self._take_back(self._group)   # an unsolved group before k: its readings come back
         if self._group:
             k = self._group[0].k
         self._group = []
