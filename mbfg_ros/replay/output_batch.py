@@ -81,3 +81,15 @@ class BatchMessages:
         F, T (N, nc, 3) closure force and torque in frame_b; cells (N, ncell))."""
         vals = self._values(q, v, a, effort, F, T, cells)
         return [(topic, mt, tpl.fill(stamps_ns, vals[src])) for topic, mt, tpl, src in self.topics]
+
+
+def write_keyframe(out, e, forces, stamp_ns: int, serialized: list[tuple[str, str, np.ndarray]] | None,
+                   row: int) -> None:
+    """Write keyframe ``e``'s messages to ``out`` (an OutputBag or WriterProcess): row ``row``
+    of a batch :meth:`BatchMessages.serialize` gave, or, without one, the per-message path."""
+    if serialized is None:
+        out.write_estimate(e, forces, stamp_ns)
+        return
+    out.write_static(stamp_ns)
+    for topic, msgtype, data in serialized:
+        out.write_raw(topic, msgtype, stamp_ns, data[row].tobytes())

@@ -36,7 +36,7 @@ from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import SENSOR, BagInput
 from mbfg_ros.replay.estimate_log import EstimateLog, EstimateSeries
 from mbfg_ros.replay.output_bag import OutputBag
-from mbfg_ros.replay.output_batch import BatchMessages
+from mbfg_ros.replay.output_batch import BatchMessages, write_keyframe
 from mbfg_ros.replay.pipeline import ReaderProcess, WriterProcess
 from mbfg_ros.replay.residuals import SampleLog
 from mbfg_ros.replay.stamp_order import StampOrder
@@ -246,12 +246,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             log.add(e, forces, state["era"])
             if out is not None:
                 stamp_ns = state["epoch"] + int(round(e.stamp * 1e9))
-                if serialized is None:
-                    out.write_estimate(e, forces, stamp_ns)
-                else:
-                    out.write_static(stamp_ns)
-                    for topic, msgtype, data in serialized:
-                        out.write_raw(topic, msgtype, stamp_ns, data[i].tobytes())
+                write_keyframe(out, e, forces, stamp_ns, serialized, i)
                 if e.stamp >= state["next_diag"]:
                     state["next_diag"] = (math.floor(e.stamp / opt.diagnostics_period) + 1) * opt.diagnostics_period
                     now = est.estimate().stamp if est.estimate() is not None else e.stamp

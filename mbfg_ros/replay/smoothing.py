@@ -31,7 +31,7 @@ from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import SENSOR, BagInput
 from mbfg_ros.replay.estimate_log import EstimateSeries
-from mbfg_ros.replay.output_batch import BatchMessages
+from mbfg_ros.replay.output_batch import BatchMessages, write_keyframe
 from mbfg_ros.replay.output_bag import OutputBag
 from mbfg_ros.replay.pipeline import WriterProcess
 from mbfg_ros.replay.residuals import SampleLog
@@ -189,12 +189,7 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                 for i, (e, f) in enumerate(zip(rows, forces)):
                     status.last = e
                     stamp_ns = int(stamps[i])
-                    if serialized is None:
-                        out.write_estimate(e, f, stamp_ns)
-                    else:
-                        out.write_static(stamp_ns)
-                        for topic, msgtype, data in serialized:
-                            out.write_raw(topic, msgtype, stamp_ns, data[i].tobytes())
+                    write_keyframe(out, e, f, stamp_ns, serialized, i)
                     if e.stamp >= next_diag:
                         next_diag = (math.floor(e.stamp / opt.diagnostics_period) + 1) * opt.diagnostics_period
                         out.write_diagnostics(diagnostics_message(
