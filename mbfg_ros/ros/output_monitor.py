@@ -24,14 +24,13 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-import rclpy
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from mbfg_ros.io.estimate_messages import OutputNames, output_topics
 from mbfg_ros.io.simulation_messages import truth_topics
 from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.ros.background_node import BackgroundNode
 from mbfg_ros.ros.message_classes import message_class
 
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
@@ -301,28 +300,13 @@ class MonitorThread:
                  node_name: str = "mbfg_monitor", outputs: tuple[str, ...] | None = None,
                  truth_after_estimator: bool = False) -> None:
         os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-        self.context = rclpy.Context()
-        rclpy.init(args=[], context=self.context, domain_id=int(domain_id))
-        self.monitor = OutputMonitor(mech, names, context=self.context, node_name=node_name,
-                                     outputs=outputs, truth_after_estimator=truth_after_estimator)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.monitor)
-        self._thread = threading.Thread(target=self._spin, name="mbfg_monitor", daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        try:
-            self.executor.spin()
-        except (ExternalShutdownException, KeyboardInterrupt):
-            pass
-        except Exception:            # noqa: BLE001 (shut down under the spin)
-            pass
+        self._background = BackgroundNode(domain_id, make_node=lambda context: OutputMonitor(
+            mech, names, context=context, node_name=node_name, outputs=outputs,
+            truth_after_estimator=truth_after_estimator)).start()
+        self.monitor: OutputMonitor = self._background.node
 
     def close(self) -> None:
-        self.executor.shutdown(timeout_sec=1.0)
-        self._thread.join(timeout=2.0)
-        self.monitor.destroy_node()
-        rclpy.try_shutdown(context=self.context)
+        self._background.close()
 
     def __enter__(self) -> OutputMonitor:
         return self.monitor

@@ -61,15 +61,12 @@ class _Watcher:
     """/diagnostics (newest status per name) and the newest minute of estimates and truth."""
 
     def __init__(self, domain_id: int, namespace: str = "/mbfg_estimator", truth_ns: str = "/truth") -> None:
-        import rclpy
-        from rclpy.executors import SingleThreadedExecutor
         from rclpy.qos import QoSProfile, ReliabilityPolicy
 
+        from mbfg_ros.ros.background_node import BackgroundNode
         from mbfg_ros.ros.message_classes import message_class
-        self.rclpy = rclpy
-        self.context = rclpy.Context()
-        rclpy.init(args=[], context=self.context, domain_id=int(domain_id))
-        self.node = rclpy.create_node("mbfg_soak_watcher", context=self.context, enable_rosout=False)
+        self._background = BackgroundNode(domain_id, "mbfg_soak_watcher")
+        self.node = self._background.node
         self.lock = threading.Lock()
         self.status: dict[str, tuple[int, str, dict[str, str]]] = {}
         self.estimates: deque = deque(maxlen=12000)        # (stamp ns, q) of the newest minute
@@ -81,16 +78,7 @@ class _Watcher:
                                       self._on_diagnostics, 100)
         self.node.create_subscription(js, f"{namespace}/joint_states", self._on_estimate, qos)
         self.node.create_subscription(js, f"{truth_ns}/joint_states", self._on_truth, qos)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self._spin, daemon=True)
-        self.thread.start()
-
-    def _spin(self) -> None:
-        try:
-            self.executor.spin()
-        except Exception:                     # noqa: BLE001 - shut down under the spin
-            pass
+        self._background.start()
 
     @staticmethod
     def _stamp(msg) -> int:
@@ -132,10 +120,7 @@ class _Watcher:
         return float(np.sqrt(np.mean(err ** 2)))
 
     def close(self) -> None:
-        self.executor.shutdown(timeout_sec=1.0)
-        self.thread.join(timeout=2.0)
-        self.node.destroy_node()
-        self.rclpy.try_shutdown(context=self.context)
+        self._background.close()
 
 
 def published_per_topic(log: str) -> dict[str, int]:

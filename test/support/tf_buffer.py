@@ -16,10 +16,9 @@ from bisect import bisect_left
 from collections import defaultdict
 
 import numpy as np
-import rclpy
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import qos_profile_sensor_data
 
+from mbfg_ros.ros.background_node import BackgroundNode
 from mbfg_ros.ros.message_classes import message_class
 from mbfg_ros.ros.tf_publisher import TF_QOS, TF_STATIC_QOS
 
@@ -117,9 +116,8 @@ class TfRecorder:
     ``topics`` ({topic: message type}); close it (or use it as a context manager)."""
 
     def __init__(self, domain_id: int, topics: dict[str, str] | None = None) -> None:
-        self.context = rclpy.Context()
-        rclpy.init(args=[], context=self.context, domain_id=int(domain_id))
-        self.node = rclpy.create_node("tf_recorder", context=self.context, enable_rosout=False)
+        self._background = BackgroundNode(domain_id, "tf_recorder")
+        self.node = self._background.node
         self.uses_tf2_ros = tf2_ros is not None
         if self.uses_tf2_ros:
             from rclpy.duration import Duration
@@ -137,16 +135,7 @@ class TfRecorder:
             self.node.create_subscription(message_class(msgtype), topic,
                                           lambda m, topic=topic: self._record(topic, m),
                                           qos_profile_sensor_data)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self._thread = threading.Thread(target=self._spin, daemon=True)
-        self._thread.start()
-
-    def _spin(self) -> None:
-        try:
-            self.executor.spin()
-        except Exception:                       # noqa: BLE001 (shut down under the spin)
-            pass
+        self._background.start()
 
     def _record(self, topic: str, msg) -> None:
         with self._lock:
@@ -169,10 +158,7 @@ class TfRecorder:
         return _matrix(t.transform)
 
     def close(self) -> None:
-        self.executor.shutdown(timeout_sec=1.0)
-        self._thread.join(timeout=2.0)
-        self.node.destroy_node()
-        rclpy.try_shutdown(context=self.context)
+        self._background.close()
 
     def __enter__(self) -> "TfRecorder":
         return self
