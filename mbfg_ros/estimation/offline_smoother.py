@@ -184,9 +184,21 @@ class ClosureProjection:
             for _ in range(iterations):
                 self.q[:c], self.v[:c], self.a[:c] = X[s:e, :n], X[s:e, n:2 * n], X[s:e, 2 * n:3 * n]
                 self._eval()
-                Phi = self.Jt[:c].transpose(0, 2, 1)           # (c, m, n)
-                pinv = np.linalg.pinv(Phi, rcond=1e-10)         # (c, n, m)
-                corr = pinv @ self.c[:c].reshape(c, 3, m).transpose(0, 2, 1)   # (c, n, 3)
+                Jt = self.Jt[:c]                               # Phi_q^T (c, n, m)
+                G = Jt.transpose(0, 2, 1) @ Jt                  # Phi_q Phi_q^T (c, m, m)
+                rhs = self.c[:c].reshape(c, 3, m).transpose(0, 2, 1)   # (c, m, 3)
+                # minimum-norm: Phi_q^T (Phi_q Phi_q^T)^-1 [Phi Phi' Phi'']; near a singular pose
+                # (cond(Phi_q) > 1e10) the pseudo-inverse, which leaves the lost direction alone
+                # (not finite: no correction; the cost tells the solver)
+                fin = np.isfinite(G).all(axis=(1, 2)) & np.isfinite(rhs).all(axis=(1, 2))
+                w = np.ones((c, m))
+                w[fin] = np.linalg.eigvalsh(G[fin])
+                bad = fin & ~(w[:, 0] > 1e-20 * w[:, -1])
+                corr = np.zeros((c, n, 3))
+                if bad.any():
+                    corr[bad] = np.linalg.pinv(Jt[bad].transpose(0, 2, 1), rcond=1e-10) @ rhs[bad]
+                good = fin & ~bad
+                corr[good] = Jt[good] @ np.linalg.solve(G[good], rhs[good])
                 X[s:e, :n] -= corr[:, :, 0]
                 X[s:e, n:2 * n] -= corr[:, :, 1]
                 X[s:e, 2 * n:3 * n] -= corr[:, :, 2]
@@ -324,8 +336,11 @@ class OfflineSmoother:
             start = 1
         R = self.fn_layout.R
         M = np.zeros((max(D + R, 2 * D + 1), 2 * D + 1), order="F")   # [info 0 0; J0 J1 -r], QR in place
+        upper = np.triu(np.ones((D, D)))       # R11 = upper triangle of the QR's block (below: reflectors)
+        info = np.asfortranarray(info)
         geqrf = scipy.linalg.lapack.dgeqrf
         trtrs = scipy.linalg.lapack.dtrtrs
+        isfinite = math.isfinite
         for k in range(max(start, 1), X.shape[0]):
             x0 = X[k - 1]
             x = T @ x0
@@ -336,9 +351,9 @@ class OfflineSmoother:
             M[D:D + R, D:2 * D] = J1
             M[D:D + R, 2 * D] = -r
             Rf = geqrf(M)[0]
-            R11 = np.triu(Rf[D:2 * D, D:2 * D])
+            R11 = Rf[D:2 * D, D:2 * D] * upper
             dx, ok = trtrs(R11, Rf[D:2 * D, 2 * D])
-            if ok != 0 or not np.all(np.isfinite(dx)):
+            if ok != 0 or not isfinite(dx @ dx):
                 dx = np.zeros(D)
             X[k] = x + dx
             info = R11
@@ -376,28 +391,29 @@ class OfflineSmoother:
         b = -np.concatenate((rp, r[0, H:]))
         g.add(gtsam.JacobianFactor(key(0), A, b, unit(b.size)))
         R = r.shape[1]
-        J0s = np.ascontiguousarray(Jt[:, :D, :].transpose(0, 2, 1))
-        J1s = np.ascontiguousarray(Jt[:, D:, :].transpose(0, 2, 1))
         nb = -r
         u = unit(R)
-        for k in range(1, K):
-            g.add(gtsam.JacobianFactor(key(k - 1), J0s[k], key(k), J1s[k], nb[k], u))
+        keys = [key(k) for k in range(K)]
+        add = g.add
+        for k in range(1, K):                   # Jt[k, :D].T is J0 column-major, as Eigen takes it
+            J = Jt[k]
+            add(keys[k - 1], J[:D].T, keys[k], J[D:].T, nb[k], u)
         if damping > 0:
-            diag = np.einsum("kri,kri->ki", J1s, J1s)
-            diag[:-1] += np.einsum("kri,kri->ki", J0s[1:], J0s[1:])
+            diag = np.einsum("kir,kir->ki", Jt[:, D:], Jt[:, D:])
+            diag[:-1] += np.einsum("kir,kir->ki", Jt[1:, :D], Jt[1:, :D])
             d = np.sqrt(damping * np.maximum(diag, 1e-9))
             z = np.zeros(D)
             uD = unit(D)
             for k in range(K):
-                g.add(gtsam.JacobianFactor(key(k), np.diag(d[k]), z, uD))
+                add(keys[k], np.diag(d[k]), z, uD)
         ordering = gtsam.Ordering()
-        for k in range(K):
-            ordering.push_back(key(k))
-        try:
-            delta = g.optimize(ordering)
+        for k in keys:
+            ordering.push_back(k)
+        try:                        # sequential elimination in chain order, then back substitution
+            delta = g.eliminateSequential(ordering).optimize()
         except RuntimeError:
             return None
-        dx = np.asarray(delta.vector()).reshape(K, D)
+        dx = np.asarray(delta.vector(keys)).reshape(K, D)
         return dx if np.all(np.isfinite(dx)) else None
 
     def _model_cost(self, X: np.ndarray, dx: np.ndarray, r: np.ndarray, Jt: np.ndarray, prior) -> float:
