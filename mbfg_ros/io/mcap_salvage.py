@@ -135,6 +135,7 @@ class McapSalvage:
                 self.definitions.setdefault(sc.name, (sc.encoding, bytes(sc.data)))
         self.damage = McapDamage()
         self.counts: Counter = Counter()            # topic -> messages read
+        self.chunks_at_once = 0                     # chunks the last batches() read in bulk
         self._expected = dict(expected or {})
         self._index_counts: Counter = Counter()     # topic -> messages the chunk indexes list
         self.topics: dict[str, dict] = {}
@@ -223,6 +224,7 @@ class McapSalvage:
         self._finish(topics)
 
     def _read(self, topics: set[str] | None, bulk: bool):
+        self.chunks_at_once = 0
         self.damage = McapDamage()
         self.counts = Counter()
         self._index_counts = Counter()
@@ -426,6 +428,7 @@ class _File:
         if index is not None and not partial:
             batches = self._chunk_bulk(data, (start, end), index)
             if batches is not None:
+                self.owner.chunks_at_once += 1
                 yield batches
                 return
         yield from self._chunk_records(memoryview(data), pos, (start, end), partial)
