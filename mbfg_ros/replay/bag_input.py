@@ -141,6 +141,7 @@ class BagInput:
         with BagSource(self.path) as source:     # raises a clear MbfgError for a bad path
             self.bag = {t: dict(v) for t, v in source.topics.items()}
             self.start_ns, self.end_ns = source.start_ns, source.end_ns   # ns, first and last log time
+            self.bulk = source.cdr               # whether fixed layouts are decoded at once (MCAP)
         self.damage = McapDamage()               # what could not be read (after records())
         try:
             self.router = InputRouter(mech, self.remap, namespace="/")
@@ -269,16 +270,17 @@ class BagInput:
             starts = np.searchsorted(order, msg_orders, "left").tolist()
             ends = np.searchsorted(order, msg_orders, "right").tolist()
             entry, row = entry.tolist(), row.tolist()
+            records = []
             for (_, topic, log_ns), a, b in zip(messages, starts, ends):
                 payload = []
                 for k in range(a, b):
                     rr = sensors[entry[k]][1]
                     i = row[k]
                     payload.append(Reading(rr.sensor, int(rr.stamp_ns[i]), rr.value[i]))
-                yield SENSOR, topic, log_ns, payload
+                records.append((SENSOR, topic, log_ns, payload))
+            records += [(TRUTH, topic, log_ns, payload) for topic, log_ns, payload in block.truth]
             self.time_sensors += time.perf_counter() - t
-            for topic, log_ns, payload in block.truth:
-                yield TRUTH, topic, log_ns, payload
+            yield from records
 
     def batches(self) -> Iterator[InputBatch]:
         """The bag in decoded blocks (see :class:`InputBatch`), with the counts and problems
