@@ -43,7 +43,7 @@ def _metadata(path: Path) -> dict | None:
     if not meta.is_file():
         return None
     try:
-        doc = yaml.safe_load(meta.read_text(encoding="utf-8"))
+        doc = yaml.load(meta.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         info = doc["rosbag2_bagfile_information"]
         if not isinstance(info, dict):
             raise TypeError("not a mapping")

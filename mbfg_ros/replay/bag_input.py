@@ -72,12 +72,16 @@ class InputBatch:
     messages: list[tuple[str, np.ndarray, np.ndarray]] = field(default_factory=list)
     truth: list[tuple[str, int, object]] = field(default_factory=list)
 
-    def message_list(self) -> list[tuple[int, str, int]]:
-        """(order, topic, log time ns) of every sensor message decoded, in read order."""
-        out = [(o, topic, t) for topic, orders, logs in self.messages
-               for o, t in zip(orders.tolist(), logs.tolist())]
-        out.sort()
-        return out
+    def message_arrays(self) -> tuple[np.ndarray, list[str], list[int]]:
+        """Every sensor message decoded, in read order: orders (n,), topics, log times ns."""
+        if not self.messages:
+            return np.zeros(0, np.int64), [], []
+        orders = np.concatenate([o for _, o, _ in self.messages])
+        logs = np.concatenate([t for _, _, t in self.messages])
+        which = np.concatenate([np.full(len(o), i) for i, (_, o, _) in enumerate(self.messages)])
+        perm = np.argsort(orders, kind="stable")
+        names = [topic for topic, _, _ in self.messages]
+        return orders[perm], [names[i] for i in which[perm].tolist()], logs[perm].tolist()
 
     def merged(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The readings in arrival order (message order, then place in the message):
@@ -265,19 +269,19 @@ class BagInput:
             t = time.perf_counter()
             entry, row, order = block.merged()
             sensors = block.sensors
-            messages = block.message_list()
-            msg_orders = np.array([m[0] for m in messages], np.int64)
+            msg_orders, msg_topics, msg_logs = block.message_arrays()
             starts = np.searchsorted(order, msg_orders, "left").tolist()
             ends = np.searchsorted(order, msg_orders, "right").tolist()
-            entry, row = entry.tolist(), row.tolist()
-            records = []
-            for (_, topic, log_ns), a, b in zip(messages, starts, ends):
-                payload = []
-                for k in range(a, b):
-                    rr = sensors[entry[k]][1]
-                    i = row[k]
-                    payload.append(Reading(rr.sensor, int(rr.stamp_ns[i]), rr.value[i]))
-                records.append((SENSOR, topic, log_ns, payload))
+            # the Reading objects in arrival order (built with C loops: map, list of row views)
+            flat = np.cumsum([0] + [len(rr.stamp_ns) for _, rr, _ in sensors])[:-1][entry] + row \
+                if sensors else entry
+            stamps = np.concatenate([rr.stamp_ns for _, rr, _ in sensors])[flat].tolist() if sensors else []
+            rows = [list(rr.value) for _, rr, _ in sensors]
+            names = [rr.sensor for _, rr, _ in sensors]
+            readings = list(map(Reading, [names[e] for e in entry.tolist()], stamps,
+                                [rows[e][r] for e, r in zip(entry.tolist(), row.tolist())]))
+            records = [(SENSOR, topic, log_ns, readings[a:b])
+                       for topic, log_ns, a, b in zip(msg_topics, msg_logs, starts, ends)]
             records += [(TRUTH, topic, log_ns, payload) for topic, log_ns, payload in block.truth]
             self.time_sensors += time.perf_counter() - t
             yield from records
