@@ -34,7 +34,7 @@ import numpy as np
 
 from mbfg_ros.errors import ConfigError, MbfgError
 from mbfg_ros.io.bag_reader import BagSource
-from mbfg_ros.io.cdr_layout import CdrLayout, FixedRows
+from mbfg_ros.io.cdr_layout import CdrLayout
 from mbfg_ros.io.mcap_salvage import McapDamage, MessageBatch
 from mbfg_ros.io.sensor_inputs import InputRouter, Reading, ReadingRows, TopicRoute
 from mbfg_ros.io.simulation_messages import truth_topics

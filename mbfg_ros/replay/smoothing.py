@@ -141,7 +141,7 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
 
     # 1. read: every reading per era, as the online replay checks it, into arrays
     eras_raw = read_eras(inp, jumps, health, truth)
-    stamps = [v[0].min() for era in eras_raw for v in era.values() if len(v[0])]
+    stamps = [int(v[0].min()) for era in eras_raw for v in era.values() if len(v[0])]
     if not stamps:
         raise MbfgError(f"nothing could be estimated from {str(bag)!r}: no usable sensor reading")
     epoch = (min(stamps) // 1_000_000_000) * 1_000_000_000
