@@ -51,7 +51,8 @@ REORDER_MARGIN = 0.05
 
 AUTO_PROCESSES_SECONDS = 20.0
 """With ``processes=None`` (``mbfg replay``'s default), bags holding more than this many seconds
-are read and written in their own processes (each takes 1-2 s of CPU to start)."""
+are written in their own process, and read in one too unless they are decoded in bulk (MCAP);
+each process takes 1-2 s of CPU to start."""
 
 
 @dataclass
@@ -184,7 +185,9 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     bag_topic_names = {t: opt.remap.get(resolve_topic(t), resolve_topic(t))
                        for t in InputRouter(mech).topics}
     parallel = use_processes(opt, mech, inp)
-    reader = ReaderProcess(inp, truth, mech.config.source) if parallel else None
+    # a bag decoded in bulk (MCAP) is read here unless asked (cheaper than starting a process)
+    reader = (ReaderProcess(inp, truth, mech.config.source)
+              if parallel and (opt.processes is True or not inp.bulk) else None)
     out = None
     if opt.out is not None:
         custom = {"mbfg.replay_of": str(Path(bag).resolve()), "mbfg.rig": mech.config.name}
