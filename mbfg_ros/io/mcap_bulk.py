@@ -44,6 +44,9 @@ CHUNK_LIMIT = 2 ** 20
 TESTED_ROSBAGS = ("0.11.",)
 """rosbags versions (prefixes) whose McapWriter internals this module was checked against."""
 
+BLOCK = 1024
+"""Keyframes built at once (bounds the temporaries; larger blocks are slower, not faster)."""
+
 MESSAGE_HEADER = 31
 """Bytes of a message record before its data: opcode 1, length 8, channel 2, sequence 4,
 log time 8, publish time 8."""
@@ -121,6 +124,12 @@ class McapBulk:
                 raise ValueError(f"rows of {c.topic} must be ({N}, L) uint8, not {r.shape} {r.dtype}")
         if np.any(stamps < 0):
             raise ValueError("negative log time")
+        for s in range(0, N, BLOCK):
+            self._write_block(connections, stamps[s:s + BLOCK], [r[s:s + BLOCK] for r in rows])
+
+    def _write_block(self, connections: Sequence, stamps: np.ndarray, rows: Sequence[np.ndarray]) -> None:
+        w, mw = self.writer, self.mcap
+        N, K = stamps.size, len(connections)
         # the records of every keyframe side by side: (N, S) bytes, S = sum of record sizes
         sizes = np.array([MESSAGE_HEADER + r.shape[1] for r in rows], np.int64)
         starts = np.concatenate([[0], np.cumsum(sizes)])

@@ -6,9 +6,14 @@ by their own builders once per rig as :class:`~mbfg_ros.io.cdr_template.CdrTempl
 filled for every keyframe of a batch with numpy. Covariance messages are not covered (the
 callers fall back to the per-message path when they are written). :meth:`BatchMessages.usable`
 says whether every template reproduces the ordinary serialisation of the batch's first
-keyframe byte for byte; if not, the caller uses the per-message path.
+keyframe byte for byte; if not, the caller uses the per-message path. :class:`OutputWriter`
+hands the keyframes of both replays over in batches (serialised and written in bulk by
+:meth:`OutputBag.write_keyframes`).
 """
 from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -16,6 +21,7 @@ from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.cdr_template import CdrTemplate
 from mbfg_ros.io.estimate_messages import (TF_MESSAGE, OutputNames, load_cell_frame, tf_placements,
                                           transform_stamped, transform_values)
+from mbfg_ros.estimation.outputs import Estimate, Forces
 from mbfg_ros.model.mechanism import Mechanism
 
 
@@ -83,13 +89,84 @@ class BatchMessages:
         return [(topic, mt, tpl.fill(stamps_ns, vals[src])) for topic, mt, tpl, src in self.topics]
 
 
-def write_keyframe(out, e, forces, stamp_ns: int, serialized: list[tuple[str, str, np.ndarray]] | None,
-                   row: int) -> None:
-    """Write keyframe ``e``'s messages to ``out`` (an OutputBag or WriterProcess): row ``row``
-    of a batch :meth:`BatchMessages.serialize` gave, or, without one, the per-message path."""
-    if serialized is None:
-        out.write_estimate(e, forces, stamp_ns)
-        return
-    out.write_static(stamp_ns)
-    for topic, msgtype, data in serialized:
-        out.write_raw(topic, msgtype, stamp_ns, data[row].tobytes())
+FLUSH_ROWS = 1024
+"""Keyframes an :class:`OutputWriter` holds before it serialises and writes them."""
+
+
+def diagnostics_due(times: Sequence[float], next_t: float, period: float) -> tuple[list[int], float]:
+    """Rows of keyframe times ``times`` (s) after which /diagnostics is written: a keyframe at or
+    past ``next_t``, which then moves to the next multiple of ``period`` (s) after it. Returns
+    (rows, the new next_t)."""
+    due = []
+    for i, t in enumerate(np.asarray(times, float).tolist()):
+        if t >= next_t:
+            due.append(i)
+            next_t = (math.floor(t / period) + 1) * period
+    return due, next_t
+
+
+class OutputWriter:
+    """Writes keyframes' output messages to ``out`` (an OutputBag or WriterProcess), in the
+    order the message-by-message path writes them (/tf_static first, each keyframe's messages,
+    /diagnostics after its keyframe). With ``batch`` and exact templates (checked on the first
+    keyframe, :meth:`BatchMessages.usable`), keyframes are held until ``rows`` of them are
+    there, then handed over as arrays (``out.write_keyframes``: serialised at once and written
+    in bulk where the bag is written, so in the writer process if there is one) with the
+    diagnostics between them; otherwise each keyframe goes through ``out.write_estimate``.
+    :meth:`flush` (before ``out`` is closed) writes what is held."""
+
+    def __init__(self, out, mech: Mechanism, names: OutputNames, *, batch: bool = True,
+                 rows: int = FLUSH_ROWS) -> None:
+        self.out, self.mech, self.names = out, mech, names
+        self.batch, self.rows = batch, rows
+        self.exact: bool | None = None        # decided at the first keyframe
+        self._held: list[tuple] = []          # ("k", stamps, arrays) or ("d", message, stamp)
+        self._held_rows = 0
+
+    def write(self, stamps_ns: np.ndarray, arrays: tuple, estimates: Sequence[Estimate],
+              forces: Callable[[], Sequence[Forces]], due: Sequence[int],
+              diagnostic: Callable[[int], object]) -> None:
+        """N keyframes: ``stamps_ns`` (N,) ns, ``arrays`` (q, v, a, effort, F, T, cells) as
+        :meth:`BatchMessages.serialize` takes them, their ``estimates``, ``forces()`` (their Forces,
+        asked for only on the message-by-message path), and diagnostics after rows ``due``
+        (``diagnostic(i)``: the DiagnosticArray of row i, built when this is called)."""
+        stamps = np.asarray(stamps_ns, np.int64)
+        if not stamps.size:
+            return
+        if self.exact is None:
+            self.exact = self.batch and BatchMessages(self.mech, self.names).usable(int(stamps[0]), *arrays)
+        if not self.exact:
+            due_set = set(due)
+            for i, (e, f) in enumerate(zip(estimates, forces())):
+                self.out.write_estimate(e, f, int(stamps[i]))
+                if i in due_set:
+                    self.out.write_diagnostics(diagnostic(i), int(stamps[i]))
+            return
+        start = 0
+        for i in due:
+            self._hold(stamps, arrays, start, i + 1)
+            self._held.append(("d", diagnostic(i), int(stamps[i])))
+            start = i + 1
+        self._hold(stamps, arrays, start, stamps.size)
+        if self._held_rows >= self.rows:
+            self.flush()
+
+    def _hold(self, stamps, arrays, a: int, b: int) -> None:
+        if b > a:
+            self._held.append(("k", stamps[a:b], tuple(x[a:b] for x in arrays)))
+            self._held_rows += b - a
+
+    def flush(self) -> None:
+        """Hand over the keyframes held (runs of them between diagnostics) and the diagnostics."""
+        held, self._held, self._held_rows = self._held, [], 0
+        run: list[tuple] = []
+        for h in [*held, ("d", None, 0)]:
+            if h[0] == "k":
+                run.append(h)
+                continue
+            if run:
+                self.out.write_keyframes(np.concatenate([k[1] for k in run]),
+                                         tuple(np.concatenate(parts) for parts in zip(*(k[2] for k in run))))
+                run = []
+            if h[1] is not None:
+                self.out.write_diagnostics(h[1], h[2])
