@@ -16,6 +16,7 @@ import math
 from typing import Callable, Sequence
 
 import numpy as np
+import pinocchio as pin
 
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.cdr_template import CdrTemplate
@@ -23,6 +24,36 @@ from mbfg_ros.io.estimate_messages import (TF_MESSAGE, OutputNames, load_cell_fr
                                           transform_stamped, transform_values)
 from mbfg_ros.estimation.outputs import Estimate, Forces
 from mbfg_ros.model.mechanism import Mechanism
+
+
+def quaternions(R: np.ndarray) -> np.ndarray:
+    """(..., 4) quaternions x, y, z, w of rotation matrices R (..., 3, 3): Eigen's algorithm, so
+    bit for bit ``pin.Quaternion(R)`` (the trace summed as Eigen does, m00 + (m11 + m22))."""
+    R = np.asarray(R, float)
+    out = np.empty(R.shape[:-2] + (4,))
+    t = R[..., 0, 0] + (R[..., 1, 1] + R[..., 2, 2])
+    pos = t > 0
+    Rp, tp = R[pos], t[pos]
+    s = np.sqrt(tp + 1.0)
+    h = 0.5 / s
+    out[pos] = np.stack([(Rp[:, 2, 1] - Rp[:, 1, 2]) * h, (Rp[:, 0, 2] - Rp[:, 2, 0]) * h,
+                         (Rp[:, 1, 0] - Rp[:, 0, 1]) * h, 0.5 * s], axis=-1)
+    Rn = R[~pos]
+    if Rn.shape[0]:
+        r = np.arange(Rn.shape[0])
+        i = np.where(Rn[:, 1, 1] > Rn[:, 0, 0], 1, 0)
+        i = np.where(Rn[:, 2, 2] > Rn[r, i, i], 2, i)
+        j = (i + 1) % 3
+        k = (j + 1) % 3
+        s = np.sqrt(Rn[r, i, i] - Rn[r, j, j] - Rn[r, k, k] + 1.0)
+        h = 0.5 / s
+        qn = np.empty((Rn.shape[0], 4))
+        qn[r, i] = 0.5 * s
+        qn[:, 3] = (Rn[r, k, j] - Rn[r, j, k]) * h
+        qn[r, j] = (Rn[r, j, i] + Rn[r, i, j]) * h
+        qn[r, k] = (Rn[r, k, i] + Rn[r, i, k]) * h
+        out[~pos] = qn
+    return out
 
 
 class BatchMessages:
@@ -52,6 +83,8 @@ class BatchMessages:
                                             [3, 3]), f"cell{k}"))
         pairs = [(p, c) for p, c, _ in tf_placements(mech, self.data, np.zeros(n))]
         self.tf_pairs = pairs
+        fid = {name: mech.model.getFrameId(name, pin.FrameType.BODY) for name in mech.link_names}
+        self._tf_frames = [(fid[p], fid[c]) for p, c in pairs]      # pinocchio frame ids (link_placements')
 
         def tf(ns, a):
             v = a[0].reshape(-1, 7)
@@ -70,16 +103,30 @@ class BatchMessages:
             w = cells[:, k:k + 1] * axis
             z = np.zeros((N, 3))
             out[f"cell{k}"] = [w, z] if cell.config.component == "force" else [z, w]
-        tfv = np.zeros((N, 7 * len(self.tf_pairs)))
-        for i in range(N):
-            tfv[i] = np.concatenate([transform_values(M) for _, _, M in
-                                     tf_placements(mech, self.data, q[i])]) if self.tf_pairs else tfv[i]
+        tfv = self._tf_values(q)
         out["tf"] = [tfv]
         return out
 
+    def _tf_values(self, q: np.ndarray) -> np.ndarray:
+        """(N, 7 K) :func:`transform_values` of the K :func:`tf_placements` at each q (N, n), bit
+        for bit: pinocchio's kinematics and actInv per keyframe, the quaternions at once."""
+        N, K = q.shape[0], len(self._tf_frames)
+        H = np.empty((N, K, 4, 4))
+        model, data = self.mech.model, self.data.pin
+        fk, oMf = pin.framesForwardKinematics, data.oMf
+        for i in range(N if K else 0):
+            fk(model, data, q[i])
+            for k, (p, c) in enumerate(self._tf_frames):
+                H[i, k] = oMf[p].actInv(oMf[c]).homogeneous
+        return np.concatenate([H[:, :, :3, 3], quaternions(H[:, :, :3, :3])], axis=2).reshape(N, 7 * K)
+
     def usable(self, stamp_ns: int, q, v, a, effort, F, T, cells) -> bool:
-        """Whether every template serialises this keyframe (row 0 of the arrays) exactly."""
+        """Whether every template serialises this keyframe (row 0 of the arrays) exactly (and
+        the batch's TF values are the per-keyframe ones)."""
         vals = self._values(q[:1], v[:1], a[:1], effort[:1], F[:1], T[:1], cells[:1])
+        ref = [transform_values(M) for _, _, M in tf_placements(self.mech, self.data, q[0])]
+        if ref and vals["tf"][0][0].tobytes() != np.concatenate(ref).tobytes():
+            return False
         return all(tpl.matches(stamp_ns, [x[0] for x in vals[src]]) for _, _, tpl, src in self.topics)
 
     def serialize(self, stamps_ns: np.ndarray, q, v, a, effort, F, T, cells) -> list[tuple[str, str, np.ndarray]]:

@@ -4,6 +4,7 @@ bag of the message-by-message path."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from mbfg_ros.estimation.forces_batch import BatchForces
 from mbfg_ros.estimation.layout import StateLayout
@@ -13,20 +14,32 @@ from mbfg_ros.io.estimate_messages import DIAGNOSTIC_ARRAY, OutputNames, estimat
 from mbfg_ros.model.assembly import initial_state
 from mbfg_ros.io.bag_reader import bag_topics
 from mbfg_ros.replay.output_bag import OutputBag
-from mbfg_ros.replay.output_batch import BatchMessages, OutputWriter, diagnostics_due
+from mbfg_ros.replay.output_batch import BatchMessages, OutputWriter, diagnostics_due, quaternions
 from mbfg_ros.replay.pipeline import WriterProcess
 from support.simulations import config_mechanism
 
 
-def test_batch_messages_equal_the_per_keyframe_ones(example):
+def test_quaternions_are_pinocchios_bit_for_bit():
+    import pinocchio as pin
+    rng = np.random.default_rng(2)
+    R = np.array([pin.exp3(rng.standard_normal(3) * 2) for _ in range(20000)]
+                 + [np.eye(3), np.diag([1.0, -1, -1]), np.diag([-1.0, 1, -1]), np.diag([-1.0, -1, 1])])
+    assert (np.trace(R, axis1=1, axis2=2) <= 0).sum() > 5000         # both of Eigen's branches
+    want = np.array([pin.Quaternion(r).coeffs() for r in R])
+    assert quaternions(R).tobytes() == want.tobytes()
+    assert quaternions(R.reshape(4, -1, 3, 3)).shape == (4, R.shape[0] // 4, 4)
+
+
+@pytest.mark.parametrize("spread", [0.01, 3.0])
+def test_batch_messages_equal_the_per_keyframe_ones(example, spread):
     mech = example
     names = OutputNames("/rig/est", "p/")
     lay = StateLayout.for_mechanism(mech, mech.config.estimator)
     d = mech.create_data()
     q0, v0 = initial_state(mech, d)
     rng = np.random.default_rng(4)
-    N = 3
-    X = np.stack([lay.pack(q0 + 0.01 * rng.standard_normal(mech.n), v0 + rng.standard_normal(mech.n),
+    N = 3 if spread < 1 else 100                    # (far from the assembly: any rotation)
+    X = np.stack([lay.pack(q0 + spread * rng.standard_normal(mech.n), v0 + rng.standard_normal(mech.n),
                            rng.standard_normal(mech.n), rng.standard_normal(mech.m)) for _ in range(N)])
     effort = rng.standard_normal((N, mech.n))
     n = mech.n
