@@ -167,7 +167,9 @@ class OutputWriter:
         self.out, self.mech, self.names = out, mech, names
         self.batch, self.rows = batch, rows
         self.exact: bool | None = None        # decided at the first keyframe
-        self._held: list[tuple] = []          # ("k", stamps, arrays) or ("d", message, stamp)
+        self._stamps: list[np.ndarray] = []   # held keyframes: stamps and arrays, in pieces
+        self._arrays: list[list[np.ndarray]] = []
+        self._diagnostics: list[tuple[int, object, int]] = []   # (after row, message, stamp)
         self._held_rows = 0
 
     def write(self, stamps_ns: np.ndarray, arrays: tuple, estimates: Sequence[Estimate],
@@ -189,31 +191,29 @@ class OutputWriter:
                 if i in due_set:
                     self.out.write_diagnostics(diagnostic(i), int(stamps[i]))
             return
-        start = 0
         for i in due:
-            self._hold(stamps, arrays, start, i + 1)
-            self._held.append(("d", diagnostic(i), int(stamps[i])))
-            start = i + 1
-        self._hold(stamps, arrays, start, stamps.size)
+            self._diagnostics.append((self._held_rows + i + 1, diagnostic(i), int(stamps[i])))
+        self._stamps.append(stamps)
+        if not self._arrays:
+            self._arrays = [[] for _ in arrays]
+        for held, x in zip(self._arrays, arrays):
+            held.append(x)
+        self._held_rows += stamps.size
         if self._held_rows >= self.rows:
             self.flush()
 
-    def _hold(self, stamps, arrays, a: int, b: int) -> None:
-        if b > a:
-            self._held.append(("k", stamps[a:b], tuple(x[a:b] for x in arrays)))
-            self._held_rows += b - a
-
     def flush(self) -> None:
         """Hand over the keyframes held (runs of them between diagnostics) and the diagnostics."""
-        held, self._held, self._held_rows = self._held, [], 0
-        run: list[tuple] = []
-        for h in [*held, ("d", None, 0)]:
-            if h[0] == "k":
-                run.append(h)
-                continue
-            if run:
-                self.out.write_keyframes(np.concatenate([k[1] for k in run]),
-                                         tuple(np.concatenate(parts) for parts in zip(*(k[2] for k in run))))
-                run = []
-            if h[1] is not None:
-                self.out.write_diagnostics(h[1], h[2])
+        if not self._stamps:
+            return
+        stamps = np.concatenate(self._stamps)
+        arrays = [np.concatenate(parts) for parts in self._arrays]
+        diagnostics = self._diagnostics
+        self._stamps, self._arrays, self._diagnostics, self._held_rows = [], [], [], 0
+        row = 0
+        for end, msg, stamp in [*diagnostics, (stamps.size, None, 0)]:
+            if end > row:
+                self.out.write_keyframes(stamps[row:end], tuple(x[row:end] for x in arrays))
+                row = end
+            if msg is not None:
+                self.out.write_diagnostics(msg, stamp)
