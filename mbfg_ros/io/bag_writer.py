@@ -10,7 +10,6 @@ import heapq
 import json
 import os
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -79,7 +78,7 @@ class BagWriter:
         self.custom_data = dict(custom_data or {})
         self._writer: Writer | None = None
         self._connections: dict[str, object] = {}
-        self._bulk: McapBulk | None = None
+        self._bulk: McapBulk | None = None          # attached by the first write_rows (MCAP)
         self.types: dict[str, str] = {}
         self.counts: dict[str, int] = {}
         self.first_ns: int | None = None
@@ -95,11 +94,6 @@ class BagWriter:
             self._writer.open()
         except (WriterError, OSError) as exc:
             raise MbfgError(f"cannot write the bag {str(self.path)!r}: {exc}") from None
-        try:
-            self._bulk = McapBulk(self._writer) if bulk_possible(self._writer) else None
-        except BaseException:
-            self.__exit__(*sys.exc_info())
-            raise
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:
@@ -163,6 +157,8 @@ class BagWriter:
         for topic, msgtype in topics:
             self.add_topic(topic, msgtype)
         names = [resolve_topic(topic) for topic, _ in topics]
+        if self._bulk is None and bulk_possible(self._writer):
+            self._bulk = McapBulk(self._writer)          # from here on; checks rosbags' internals
         if self._bulk is not None:
             self._bulk.write_rows([self._connections[t] for t in names], stamps, rows)
         else:

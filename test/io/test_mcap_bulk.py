@@ -44,13 +44,14 @@ EXTRA_DATA = bytes([0, 1, 0, 0, 3, 0, 0, 0, 111, 107, 0])
 
 
 def write(path: Path, data, bulk: bool, storage: str = "mcap") -> dict:
-    """The batches written with write_rows (bulk) or message by message, an extra per-message
-    topic between every second batch; the summary."""
+    """The batches written with write_rows (bulk) or message by message, a message of an extra
+    topic (written by rosbags' own write) before every second batch, the first one included:
+    the bulk writer attaches to a chunk that already has messages; the summary."""
     with BagWriter(path, storage=storage) as w:
         for topic, msgtype in [*TOPICS, EXTRA]:
             w.add_topic(topic, msgtype)
         for b, (st, rows) in enumerate(data):
-            if b % 2:
+            if b % 2 == 0:
                 w.write_raw(*EXTRA, int(st[0]), EXTRA_DATA)
             if bulk:
                 w.write_rows(TOPICS, st, rows)
@@ -64,7 +65,7 @@ def write(path: Path, data, bulk: bool, storage: str = "mcap") -> dict:
 def expected_messages(data) -> list[tuple[str, int, bytes]]:
     out = []
     for b, (st, rows) in enumerate(data):
-        if b % 2:
+        if b % 2 == 0:
             out.append((EXTRA[0], int(st[0]), EXTRA_DATA))
         for i in range(st.size):
             out += [("/" + t.lstrip("/"), int(st[i]), r[i].tobytes()) for (t, _), r in zip(TOPICS, rows)]
@@ -160,6 +161,7 @@ def test_a_changed_rosbags_stops_bulk_writing_loudly(tmp_path, monkeypatch):
         w._writer.storage.chunk.msgs = {}
     monkeypatch.setattr(mcap_bulk, "TESTED_ROSBAGS", ("0.0.",))
     with pytest.raises(McapBulkError, match="checked against rosbags 0.0.x"):
-        with BagWriter(tmp_path / "c"):
-            pass
-    assert not (tmp_path / "c").exists()
+        with BagWriter(tmp_path / "c") as w:
+            w.write_raw(*EXTRA, EPOCH_NS, EXTRA_DATA)      # per message: rosbags' own writer
+            w.write_rows(TOPICS[:1], np.array([EPOCH_NS]), [np.zeros((1, 9), np.uint8)])
+    assert not (tmp_path / "c").exists()                   # no half-written bag
