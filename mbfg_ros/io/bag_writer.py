@@ -12,13 +12,15 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
+import numpy as np
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.rosbag2.errors import WriterError
 
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
+from mbfg_ros.io.mcap_bulk import McapBulk, bulk_possible
 from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.io.simulation_messages import BagMessage, sensor_messages, sensor_topics, truth_messages, truth_topics
 from mbfg_ros.model.mechanism import Mechanism
@@ -76,6 +78,7 @@ class BagWriter:
         self.custom_data = dict(custom_data or {})
         self._writer: Writer | None = None
         self._connections: dict[str, object] = {}
+        self._bulk: McapBulk | None = None          # attached by the first write_rows (MCAP)
         self.types: dict[str, str] = {}
         self.counts: dict[str, int] = {}
         self.first_ns: int | None = None
@@ -95,6 +98,7 @@ class BagWriter:
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         writer, self._writer = self._writer, None
+        self._bulk = None
         if writer is None:
             return False
         if exc_type is None:
@@ -141,6 +145,32 @@ class BagWriter:
         self.counts[topic] += 1
         self.first_ns = log_time_ns if self.first_ns is None else min(self.first_ns, log_time_ns)
         self.last_ns = log_time_ns if self.last_ns is None else max(self.last_ns, log_time_ns)
+
+    def write_rows(self, topics: Sequence[tuple[str, str]], stamps_ns: np.ndarray,
+                   rows: Sequence[np.ndarray]) -> None:
+        """Write N keyframes' serialised messages at once: for each keyframe i (log time
+        ``stamps_ns[i]``), row i of ``rows[k]`` ((N, L_k) uint8) on ``topics[k]`` (topic, type),
+        keyframe by keyframe. MCAP in bulk (:mod:`mbfg_ros.io.mcap_bulk`), sqlite3 per message."""
+        stamps = np.asarray(stamps_ns, np.int64).reshape(-1)
+        if not stamps.size or not topics:
+            return
+        for topic, msgtype in topics:
+            self.add_topic(topic, msgtype)
+        names = [resolve_topic(topic) for topic, _ in topics]
+        if self._bulk is None and bulk_possible(self._writer):
+            self._bulk = McapBulk(self._writer)          # from here on; checks rosbags' internals
+        if self._bulk is not None:
+            self._bulk.write_rows([self._connections[t] for t in names], stamps, rows)
+        else:
+            conns = [self._connections[t] for t in names]
+            for i, ns in enumerate(stamps.tolist()):
+                for c, r in zip(conns, rows):
+                    self._writer.write(c, ns, r[i].tobytes())
+        for t in names:
+            self.counts[t] += stamps.size
+        lo, hi = int(stamps.min()), int(stamps.max())
+        self.first_ns = lo if self.first_ns is None else min(self.first_ns, lo)
+        self.last_ns = hi if self.last_ns is None else max(self.last_ns, hi)
 
     def summary(self) -> dict:
         """{"topics": {topic: {"type", "count"}}, "messages": total, "duration": s (log times)}."""

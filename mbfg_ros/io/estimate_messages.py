@@ -194,18 +194,28 @@ def static_tf_message(mech: Mechanism, stamp_ns: int, names: OutputNames, world_
 
 def tf_message(mech: Mechanism, data: MechanismData, q: np.ndarray, stamp_ns: int,
                names: OutputNames, fixed: bool = False):
-    """TFMessage: parent -> child link of every movable joint (or of every fixed joint). The
-    movable joints' values come from :attr:`Mechanism.joint_transforms` (as the replay's batches
-    do, so both give the same bytes), or pinocchio if that model does not apply."""
-    jt = None if fixed else mech.joint_transforms
-    if jt is not None and jt.ok:
-        vals = jt.values(np.asarray(q, float)[None])[0]
-        transforms = [transform_stamped(stamp_ns, names.frame(parent), names.frame(child), vals[i])
-                      for i, (parent, child) in enumerate(jt.pairs)]
-    else:
+    """TFMessage: parent -> child link of every movable joint (or of every fixed joint)."""
+    if fixed:
         transforms = [_transform(stamp_ns, names.frame(parent), names.frame(child), M)
                       for parent, child, M in tf_placements(mech, data, q, fixed)]
+    else:
+        pairs, vals = movable_tf_values(mech, data, q)
+        transforms = [transform_stamped(stamp_ns, names.frame(parent), names.frame(child), vals[i])
+                      for i, (parent, child) in enumerate(pairs)]
     return msgs.typestore().types[TF_MESSAGE](transforms=transforms)
+
+
+def movable_tf_values(mech: Mechanism, data: MechanismData, q: np.ndarray) -> tuple[list, np.ndarray]:
+    """(pairs, (P, 7)): the (parent, child) links of every movable joint and the child's
+    :func:`transform_values` in the parent at q, from :attr:`Mechanism.joint_transforms` (the
+    replay's batches use it too, so both give the same bytes), or from pinocchio where that
+    model does not apply."""
+    jt = mech.joint_transforms
+    if jt.ok:
+        return jt.pairs, jt.values(np.asarray(q, float)[None])[0]
+    placed = tf_placements(mech, data, q)
+    vals = np.array([transform_values(M) for _, _, M in placed]).reshape(-1, 7)
+    return [(p, c) for p, c, _ in placed], vals
 
 
 def tf_placements(mech: Mechanism, data: MechanismData, q: np.ndarray, fixed: bool = False) -> list[tuple]:

@@ -22,11 +22,15 @@ CHECK_TOLERANCE = 1e-9
 
 
 def quaternions(R: np.ndarray) -> np.ndarray:
-    """(N, 4) quaternions x, y, z, w of rotation matrices (N, 3, 3), by Eigen's algorithm
-    (Shepperd's: from the trace when it is positive, else from the largest diagonal element)."""
+    """(..., 4) quaternions x, y, z, w of rotation matrices (..., 3, 3), by Eigen's algorithm
+    (Shepperd's: from the trace when it is positive, else from the largest diagonal element),
+    bit for bit ``pin.Quaternion(R)`` (the trace summed as Eigen does, m00 + (m11 + m22))."""
+    R = np.asarray(R, float)
+    lead = R.shape[:-2]
+    R = R.reshape(-1, 3, 3)
     N = R.shape[0]
     out = np.empty((N, 4))
-    tr = R[:, 0, 0] + R[:, 1, 1] + R[:, 2, 2]
+    tr = R[:, 0, 0] + (R[:, 1, 1] + R[:, 2, 2])
     pos = tr > 0
     if pos.any():
         Rp = R[pos]
@@ -55,7 +59,7 @@ def quaternions(R: np.ndarray) -> np.ndarray:
         q[a, j] = (Rr[a, j, i] + Rr[a, i, j]) * t
         q[a, k] = (Rr[a, k, i] + Rr[a, i, k]) * t
         out[rest] = q
-    return out
+    return out.reshape(lead + (4,))
 
 
 class JointTransforms:
@@ -109,7 +113,8 @@ class JointTransforms:
         Rm = np.eye(3) + s * self.K + (1.0 - c) * self.K2          # (N, P, 3, 3) joint motion
         R = self.R0 @ Rm
         d = np.where(self.prismatic, q, 0.0)[..., None] * self.axes     # (N, P, 3) along the axis
-        t = self.t0 + np.einsum("pij,npj->npi", self.R0, d)
+        t = self.t0 + (self.R0 * d[..., None, :]).sum(axis=-1)    # (elementwise: the same bits
+                                                                   # whatever N)
         out[..., :3] = t
         out[..., 3:] = quaternions(R.reshape(N * P, 3, 3)).reshape(N, P, 4)
         return out

@@ -10,12 +10,15 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 from mbfg_ros.estimation.outputs import Estimate, Forces
 from mbfg_ros.io.bag_writer import BagWriter
 from mbfg_ros.io.estimate_messages import (OutputNames, estimate_messages, output_topics,
                                           static_tf_message, tf_message)
 from mbfg_ros.io.simulation_messages import BagMessage
 from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.replay.output_batch import BatchMessages
 
 DIAGNOSTICS = "/diagnostics"
 
@@ -32,6 +35,7 @@ class OutputBag:
         self.writer = BagWriter(path, storage=storage, overwrite=overwrite, custom_data=custom_data)
         self.data = mech.create_data()
         self._static_done = False
+        self._batch: BatchMessages | None = None       # for write_keyframes
 
     def __enter__(self) -> "OutputBag":
         self.writer.__enter__()
@@ -60,9 +64,21 @@ class OutputBag:
             self.writer.write(BagMessage("/tf_static", "tf2_msgs/msg/TFMessage", stamp_ns,
                                          static_tf_message(self.mech, stamp_ns, self.names)))
 
-    def write_raw(self, topic: str, msgtype: str, stamp_ns: int, data: bytes) -> None:
-        """An already serialised message (e.g. from :mod:`mbfg_ros.replay.output_batch`)."""
-        self.writer.write_raw(topic, msgtype, stamp_ns, data)
+    def write_keyframes(self, stamps_ns: np.ndarray, arrays: tuple) -> None:
+        """The messages of N keyframes from their arrays (q, v, a, effort, F, T, cells, as
+        :meth:`~mbfg_ros.replay.output_batch.BatchMessages.serialize` takes them), serialised at
+        once; the caller has checked :meth:`BatchMessages.usable`."""
+        if self._batch is None:
+            self._batch = BatchMessages(self.mech, self.names)
+        self.write_rows(stamps_ns, self._batch.serialize(stamps_ns, *arrays))
+
+    def write_rows(self, stamps_ns: np.ndarray, serialized: list[tuple[str, str, np.ndarray]]) -> None:
+        """The messages of N keyframes (stamps ``stamps_ns`` (N,) ns), already serialised: (topic,
+        type, (N, L) uint8 rows) per topic as :meth:`~mbfg_ros.replay.output_batch.BatchMessages.serialize`
+        gives them, written keyframe by keyframe (in bulk, :meth:`BagWriter.write_rows`)."""
+        if len(stamps_ns):
+            self.write_static(int(stamps_ns[0]))
+            self.writer.write_rows([(t, mt) for t, mt, _ in serialized], stamps_ns, [r for _, _, r in serialized])
 
     def write_diagnostics(self, msg, stamp_ns: int) -> None:
         self.writer.write(BagMessage(DIAGNOSTICS, "diagnostic_msgs/msg/DiagnosticArray", stamp_ns, msg))

@@ -6,16 +6,24 @@ by their own builders once per rig as :class:`~mbfg_ros.io.cdr_template.CdrTempl
 filled for every keyframe of a batch with numpy. Covariance messages are not covered (the
 callers fall back to the per-message path when they are written). :meth:`BatchMessages.usable`
 says whether every template reproduces the ordinary serialisation of the batch's first
-keyframe byte for byte; if not, the caller uses the per-message path.
+keyframe byte for byte; if not, the caller uses the per-message path. :class:`OutputWriter`
+hands the keyframes of both replays over in batches (serialised and written in bulk by
+:meth:`OutputBag.write_keyframes`).
 """
 from __future__ import annotations
 
+import math
+from typing import Callable, Sequence
+
 import numpy as np
+import pinocchio as pin
 
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.cdr_template import CdrTemplate
-from mbfg_ros.io.estimate_messages import (TF_MESSAGE, OutputNames, load_cell_frame, tf_placements,
-                                          transform_stamped, transform_values)
+from mbfg_ros.io.estimate_messages import (TF_MESSAGE, OutputNames, load_cell_frame, movable_tf_values,
+                                          tf_placements, transform_stamped)
+from mbfg_ros.estimation.outputs import Estimate, Forces
+from mbfg_ros.model.joint_transforms import quaternions
 from mbfg_ros.model.mechanism import Mechanism
 
 
@@ -46,6 +54,8 @@ class BatchMessages:
                                             [3, 3]), f"cell{k}"))
         pairs = [(p, c) for p, c, _ in tf_placements(mech, self.data, np.zeros(n))]
         self.tf_pairs = pairs
+        fid = {name: mech.model.getFrameId(name, pin.FrameType.BODY) for name in mech.link_names}
+        self._tf_frames = [(fid[p], fid[c]) for p, c in pairs]      # pinocchio frame ids (link_placements')
 
         def tf(ns, a):
             v = a[0].reshape(-1, 7)
@@ -64,20 +74,35 @@ class BatchMessages:
             w = cells[:, k:k + 1] * axis
             z = np.zeros((N, 3))
             out[f"cell{k}"] = [w, z] if cell.config.component == "force" else [z, w]
-        jt = mech.joint_transforms
-        if jt.ok:
-            tfv = jt.values(q).reshape(N, -1)
-        else:
-            tfv = np.zeros((N, 7 * len(self.tf_pairs)))
-            for i in range(N):
-                tfv[i] = np.concatenate([transform_values(M) for _, _, M in
-                                         tf_placements(mech, self.data, q[i])]) if self.tf_pairs else tfv[i]
+        tfv = self._tf_values(q)
         out["tf"] = [tfv]
         return out
 
+    def _tf_values(self, q: np.ndarray) -> np.ndarray:
+        """(N, 7 K) the TF values of the K movable joints at each q (N, n), as
+        :func:`movable_tf_values` gives them per keyframe: from the mechanism's JointTransforms
+        at once, or pinocchio's kinematics per keyframe with the quaternions at once."""
+        N, K = q.shape[0], len(self._tf_frames)
+        jt = self.mech.joint_transforms
+        if jt.ok:
+            return jt.values(q).reshape(N, 7 * K)
+        H = np.empty((N, K, 4, 4))
+        model, data = self.mech.model, self.data.pin
+        fk, oMf = pin.framesForwardKinematics, data.oMf
+        for i in range(N if K else 0):
+            fk(model, data, q[i])
+            for k, (p, c) in enumerate(self._tf_frames):
+                H[i, k] = oMf[p].actInv(oMf[c]).homogeneous
+        R = H[:, :, :3, :3].reshape(N * K, 3, 3)
+        return np.concatenate([H[:, :, :3, 3], quaternions(R).reshape(N, K, 4)], axis=2).reshape(N, 7 * K)
+
     def usable(self, stamp_ns: int, q, v, a, effort, F, T, cells) -> bool:
-        """Whether every template serialises this keyframe (row 0 of the arrays) exactly."""
+        """Whether every template serialises this keyframe (row 0 of the arrays) exactly (and
+        the batch's TF values are the per-keyframe ones)."""
         vals = self._values(q[:1], v[:1], a[:1], effort[:1], F[:1], T[:1], cells[:1])
+        _, ref = movable_tf_values(self.mech, self.data, q[0])
+        if ref.size and vals["tf"][0][0].tobytes() != ref.reshape(-1).tobytes():
+            return False
         return all(tpl.matches(stamp_ns, [x[0] for x in vals[src]]) for _, _, tpl, src in self.topics)
 
     def serialize(self, stamps_ns: np.ndarray, q, v, a, effort, F, T, cells) -> list[tuple[str, str, np.ndarray]]:
@@ -87,13 +112,84 @@ class BatchMessages:
         return [(topic, mt, tpl.fill(stamps_ns, vals[src])) for topic, mt, tpl, src in self.topics]
 
 
-def write_keyframe(out, e, forces, stamp_ns: int, serialized: list[tuple[str, str, np.ndarray]] | None,
-                   row: int) -> None:
-    """Write keyframe ``e``'s messages to ``out`` (an OutputBag or WriterProcess): row ``row``
-    of a batch :meth:`BatchMessages.serialize` gave, or, without one, the per-message path."""
-    if serialized is None:
-        out.write_estimate(e, forces, stamp_ns)
-        return
-    out.write_static(stamp_ns)
-    for topic, msgtype, data in serialized:
-        out.write_raw(topic, msgtype, stamp_ns, data[row].tobytes())
+FLUSH_ROWS = 1024
+"""Keyframes an :class:`OutputWriter` holds before it serialises and writes them."""
+
+
+def diagnostics_due(times: Sequence[float], next_t: float, period: float) -> tuple[list[int], float]:
+    """Rows of keyframe times ``times`` (s) after which /diagnostics is written: a keyframe at or
+    past ``next_t``, which then moves to the next multiple of ``period`` (s) after it. Returns
+    (rows, the new next_t)."""
+    due = []
+    for i, t in enumerate(np.asarray(times, float).tolist()):
+        if t >= next_t:
+            due.append(i)
+            next_t = (math.floor(t / period) + 1) * period
+    return due, next_t
+
+
+class OutputWriter:
+    """Writes keyframes' output messages to ``out`` (an OutputBag or WriterProcess), in the
+    order the message-by-message path writes them (/tf_static first, each keyframe's messages,
+    /diagnostics after its keyframe). With ``batch`` and exact templates (checked on the first
+    keyframe, :meth:`BatchMessages.usable`), keyframes are held until ``rows`` of them are
+    there, then handed over as arrays (``out.write_keyframes``: serialised at once and written
+    in bulk where the bag is written, so in the writer process if there is one) with the
+    diagnostics between them; otherwise each keyframe goes through ``out.write_estimate``.
+    :meth:`flush` (before ``out`` is closed) writes what is held."""
+
+    def __init__(self, out, mech: Mechanism, names: OutputNames, *, batch: bool = True,
+                 rows: int = FLUSH_ROWS) -> None:
+        self.out, self.mech, self.names = out, mech, names
+        self.batch, self.rows = batch, rows
+        self.exact: bool | None = None        # decided at the first keyframe
+        self._stamps: list[np.ndarray] = []   # held keyframes: stamps and arrays, in pieces
+        self._arrays: list[list[np.ndarray]] = []
+        self._diagnostics: list[tuple[int, object, int]] = []   # (after row, message, stamp)
+        self._held_rows = 0
+
+    def write(self, stamps_ns: np.ndarray, arrays: tuple, estimates: Sequence[Estimate],
+              forces: Callable[[], Sequence[Forces]], due: Sequence[int],
+              diagnostic: Callable[[int], object]) -> None:
+        """N keyframes: ``stamps_ns`` (N,) ns, ``arrays`` (q, v, a, effort, F, T, cells) as
+        :meth:`BatchMessages.serialize` takes them, their ``estimates``, ``forces()`` (their Forces,
+        asked for only on the message-by-message path), and diagnostics after rows ``due``
+        (``diagnostic(i)``: the DiagnosticArray of row i, built when this is called)."""
+        stamps = np.asarray(stamps_ns, np.int64)
+        if not stamps.size:
+            return
+        if self.exact is None:
+            self.exact = self.batch and BatchMessages(self.mech, self.names).usable(int(stamps[0]), *arrays)
+        if not self.exact:
+            due_set = set(due)
+            for i, (e, f) in enumerate(zip(estimates, forces())):
+                self.out.write_estimate(e, f, int(stamps[i]))
+                if i in due_set:
+                    self.out.write_diagnostics(diagnostic(i), int(stamps[i]))
+            return
+        for i in due:
+            self._diagnostics.append((self._held_rows + i + 1, diagnostic(i), int(stamps[i])))
+        self._stamps.append(stamps)
+        if not self._arrays:
+            self._arrays = [[] for _ in arrays]
+        for held, x in zip(self._arrays, arrays):
+            held.append(x)
+        self._held_rows += stamps.size
+        if self._held_rows >= self.rows:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand over the keyframes held (runs of them between diagnostics) and the diagnostics."""
+        if not self._stamps:
+            return
+        stamps = np.concatenate(self._stamps)
+        arrays = [np.concatenate(parts) for parts in self._arrays]
+        diagnostics = self._diagnostics
+        self._stamps, self._arrays, self._diagnostics, self._held_rows = [], [], [], 0
+        row = 0
+        for end, msg, stamp in [*diagnostics, (stamps.size, None, 0)]:
+            if end > row:
+                self.out.write_keyframes(stamps[row:end], tuple(x[row:end] for x in arrays))
+                row = end
+            if msg is not None:
+                self.out.write_diagnostics(msg, stamp)

@@ -27,6 +27,7 @@ from mbfg_ros.errors import MbfgError
 from mbfg_ros.termination import terminate_as_interrupt
 
 BATCH = 256                 # records or estimates per message between processes
+ROWS = 1024                 # keyframes (write_keyframes) per message to the writer
 QUEUE_DEPTH = 64            # batches in flight (bounds memory; the fast side waits)
 POLL = 0.5                  # s between checks that the other process is still alive
 
@@ -177,10 +178,8 @@ def _write_worker(inbox: mp.Queue, results: mp.Queue, path: str, config: str, na
                 for rec in item:
                     if rec[0] == "e":
                         out.write_estimate(rec[1], rec[2], rec[3])
-                    elif rec[0] == "r":
-                        out.write_raw(rec[1], rec[2], rec[3], rec[4])
-                    elif rec[0] == "s":
-                        out.write_static(rec[1])
+                    elif rec[0] == "k":
+                        out.write_keyframes(rec[1], rec[2])
                     else:
                         out.write_diagnostics(store.deserialize_cdr(rec[1], DIAGNOSTIC_ARRAY), rec[2])
                 busy += time.perf_counter() - t0
@@ -195,7 +194,8 @@ def _write_worker(inbox: mp.Queue, results: mp.Queue, path: str, config: str, na
 
 class WriterProcess:
     """An :class:`~mbfg_ros.replay.output_bag.OutputBag` written by another process (same
-    interface: a context manager with ``write_estimate``, ``write_diagnostics``, ``summary``)."""
+    interface: a context manager with ``write_estimate``, ``write_keyframes``, ``write_diagnostics``,
+    ``summary``)."""
 
     def __init__(self, path: str | Path, config: str | Path, names, *, covariance: bool = False,
                  storage: str = "mcap", overwrite: bool = False, custom_data: dict | None = None) -> None:
@@ -204,6 +204,7 @@ class WriterProcess:
         self.args = (str(self.path), str(config), names, covariance, storage, overwrite, dict(custom_data or {}))
         self.proc = None
         self._batch: list = []
+        self._rows = 0             # keyframes of write_keyframes in _batch
         self._summary: dict | None = None
         self.busy = 0.0            # s the writer process spent writing
         self.wait = 0.0            # s the main process waited for it to finish at the end
@@ -240,19 +241,20 @@ class WriterProcess:
             self._check()
             self._put(_pack(self._batch))
             self._batch = []
+            self._rows = 0
 
     def write_estimate(self, e, forces, stamp_ns: int) -> None:
         self._batch.append(("e", e, forces, stamp_ns))
         if len(self._batch) >= BATCH:
             self._flush()
 
-    def write_raw(self, topic: str, msgtype: str, stamp_ns: int, data: bytes) -> None:
-        self._batch.append(("r", topic, msgtype, stamp_ns, data))
-        if len(self._batch) >= 8 * BATCH:
+    def write_keyframes(self, stamps_ns, arrays) -> None:
+        """As :meth:`OutputBag.write_keyframes`: the arrays travel (pickled as they are), the
+        messages are serialised and written in the writer process."""
+        self._batch.append(("k", stamps_ns, arrays))
+        self._rows += len(stamps_ns)
+        if self._rows >= ROWS or len(self._batch) >= BATCH:
             self._flush()
-
-    def write_static(self, stamp_ns: int) -> None:
-        self._batch.append(("s", stamp_ns))
 
     def write_diagnostics(self, msg, stamp_ns: int) -> None:
         from mbfg_ros.io import messages as msgs

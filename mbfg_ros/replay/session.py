@@ -36,7 +36,7 @@ from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import SENSOR, BagInput
 from mbfg_ros.replay.estimate_log import EstimateLog, EstimateSeries
 from mbfg_ros.replay.output_bag import OutputBag
-from mbfg_ros.replay.output_batch import BatchMessages, write_keyframe
+from mbfg_ros.replay.output_batch import OutputWriter, diagnostics_due
 from mbfg_ros.replay.pipeline import ReaderProcess, WriterProcess
 from mbfg_ros.replay.residuals import SampleLog
 from mbfg_ros.replay.stamp_order import StampOrder
@@ -198,7 +198,8 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             out = OutputBag(opt.out, mech, opt.names, covariance=opt.covariance_topics, storage=opt.storage,
                             overwrite=opt.overwrite, custom_data=custom)
     batch_forces = BatchForces(mech, est.fn.sym, block=FORCES_BLOCK)
-    batch = {"messages": None, "exact": False}     # BatchMessages, and whether they are exact
+    # the node's messages in batches when the templates are exact (not with the covariance topics)
+    writer = OutputWriter(out, mech, opt.names, batch=not opt.covariance_topics) if out is not None else None
     # (wall clocks only per call: a CPU clock read is a system call, 1-2 us, more than a queued
     # sample costs; the estimator's CPU is its own per-keyframe account, health.timing)
     clock = {"estimator": 0.0, "forces": 0.0, "outputs": 0.0}
@@ -235,28 +236,20 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         all_forces = batch_forces.as_forces(rows, F, T, cells)
         clock["forces"] += perf() - t0
         t1 = perf()
-        serialized = None
-        if out is not None and not opt.covariance_topics:
-            # the node's messages of these keyframes at once, if the templates are exact
-            stamps = np.array([state["epoch"] + int(round(e.stamp * 1e9)) for e in rows], np.int64)
-            effort = np.stack([e.effort for e in rows])
-            if batch["messages"] is None:
-                batch["messages"] = BatchMessages(mech, opt.names)
-                batch["exact"] = batch["messages"].usable(int(stamps[0]), q, v, a, effort, F, T, cells)
-            if batch["exact"]:
-                serialized = batch["messages"].serialize(stamps, q, v, a, effort, F, T, cells)
-        for i, (e, forces) in enumerate(zip(rows, all_forces)):
+        for e, forces in zip(rows, all_forces):
             log.add(e, forces, state["era"])
-            if out is not None:
-                stamp_ns = state["epoch"] + int(round(e.stamp * 1e9))
-                write_keyframe(out, e, forces, stamp_ns, serialized, i)
-                if e.stamp >= state["next_diag"]:
-                    state["next_diag"] = (math.floor(e.stamp / opt.diagnostics_period) + 1) * opt.diagnostics_period
-                    now = est.estimate().stamp if est.estimate() is not None else e.stamp
-                    out.write_diagnostics(diagnostics_message(
-                        mech, est, now, stamp_ns, node_name,
-                        extra=[_replay_status(inp, problems_now(), order, jumps, e.stamp)],
-                        topic_names=bag_topic_names), stamp_ns)
+        if writer is not None:
+            stamps = np.array([state["epoch"] + int(round(e.stamp * 1e9)) for e in rows], np.int64)
+            due, state["next_diag"] = diagnostics_due([e.stamp for e in rows], state["next_diag"],
+                                                      opt.diagnostics_period)
+
+            def diagnostic(i: int):
+                now = est.estimate().stamp if est.estimate() is not None else rows[i].stamp
+                return diagnostics_message(mech, est, now, int(stamps[i]), node_name,
+                                           extra=[_replay_status(inp, problems_now(), order, jumps, rows[i].stamp)],
+                                           topic_names=bag_topic_names)
+            writer.write(stamps, (q, v, a, np.stack([e.effort for e in rows]), F, T, cells), rows,
+                         lambda: all_forces, due, diagnostic)
         clock["outputs"] += perf() - t1
 
     def emit() -> None:
@@ -311,6 +304,10 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                 eras.append((state["first"], state["last"]))
             if not len(log):
                 raise MbfgError(_nothing_estimated(inp, est))
+            if writer is not None:
+                t1 = perf()
+                writer.flush()
+                clock["outputs"] += perf() - t1
     finally:
         progress.close()
         if reader is not None:

@@ -30,7 +30,7 @@ from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import BagInput, InputBatch
 from mbfg_ros.replay.estimate_log import EstimateSeries
-from mbfg_ros.replay.output_batch import BatchMessages, write_keyframe
+from mbfg_ros.replay.output_batch import OutputWriter, diagnostics_due
 from mbfg_ros.replay.output_bag import OutputBag
 from mbfg_ros.replay.pipeline import WriterProcess
 from mbfg_ros.replay.residuals import SampleLog
@@ -164,8 +164,7 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                             custom_data=custom)
     clock = {"estimator": 0.0, "estimator_cpu": 0.0, "forces": 0.0, "outputs": 0.0}
     batch_forces = BatchForces(mech, smoother.fn.sym)
-    batch: BatchMessages | None = None       # the output messages of a batch at once (if exact)
-    fast = False
+    writer = OutputWriter(out, mech, names) if out is not None else None    # in batches if exact
     eras: list[tuple[float, float]] = []
     next_diag = -math.inf
     key_offset = 0
@@ -219,21 +218,16 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                 rows = smoother.estimates(result, k_first, X, key_offset)
                 stamps = epoch + np.round(ts * 1e9).astype(np.int64)
                 q, v, a = X[:, :n], X[:, n:2 * n], X[:, 2 * n:3 * n]
-                if batch is None:
-                    batch = BatchMessages(mech, names)
-                    fast = batch.usable(int(stamps[0]), q, v, a, effort, F, T, cells)
-                serialized = batch.serialize(stamps, q, v, a, effort, F, T, cells) if fast else None
-                forces = batch_forces.as_forces(rows, F, T, cells) if not fast else [None] * len(rows)
-                for i, (e, f) in enumerate(zip(rows, forces)):
-                    status.last = e
-                    stamp_ns = int(stamps[i])
-                    write_keyframe(out, e, f, stamp_ns, serialized, i)
-                    if e.stamp >= next_diag:
-                        next_diag = (math.floor(e.stamp / opt.diagnostics_period) + 1) * opt.diagnostics_period
-                        out.write_diagnostics(diagnostics_message(
-                            mech, status, e.stamp, stamp_ns, names.namespace,
-                            extra=[_replay_status(inp, inp.problems(), order, jumps, e.stamp)],
-                            topic_names=bag_topic_names), stamp_ns)
+                due, next_diag = diagnostics_due(ts, next_diag, opt.diagnostics_period)
+
+                def diagnostic(i: int):
+                    status.last = rows[i]
+                    return diagnostics_message(mech, status, rows[i].stamp, int(stamps[i]), names.namespace,
+                                               extra=[_replay_status(inp, inp.problems(), order, jumps, rows[i].stamp)],
+                                               topic_names=bag_topic_names)
+                writer.write(stamps, (q, v, a, effort, F, T, cells), rows,
+                             lambda: batch_forces.as_forces(rows, F, T, cells), due, diagnostic)
+                status.last = rows[-1]
                 clock["outputs"] += perf() - t2
                 health.keyframes += X.shape[0]
                 t0, c0 = perf(), cpu()
@@ -257,6 +251,10 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             key_offset += result.windows[-1].last + 1
         if not series:
             raise MbfgError(f"nothing could be estimated from {str(bag)!r}: no finite sensor reading")
+        if writer is not None:
+            t2 = perf()
+            writer.flush()
+            clock["outputs"] += perf() - t2
     total = perf() - t_start
     writer_wait = out.wait if isinstance(out, WriterProcess) else 0.0
     timings = {"total": total, "read_sensors": inp.time_sensors, "truth": inp.time_truth,

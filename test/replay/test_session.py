@@ -139,6 +139,11 @@ def test_reading_and_writing_in_their_own_processes_changes_nothing(tmp_path):
     a = [r.msg.position.tolist() for r in read_bag(tmp_path / "one", ["/mbfg_estimator/joint_states"])]
     b = [r.msg.position.tolist() for r in read_bag(tmp_path / "two", ["/mbfg_estimator/joint_states"])]
     assert a == b
+    from rosbags.highlevel import AnyReader       # every message in the same order, byte for byte
+    with AnyReader([tmp_path / "one"]) as ra, AnyReader([tmp_path / "two"]) as rb:   # but timings
+        a, b = ([(c.topic, ns, bytes(d) if c.topic != "/diagnostics" else b"") for c, ns, d in r.messages()]
+                for r in (ra, rb))
+    assert a == b
 
 
 def test_a_failing_reader_process_is_a_clear_error(tmp_path):
