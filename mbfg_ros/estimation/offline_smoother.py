@@ -372,6 +372,7 @@ class OfflineSmoother:
         R = self.fn_layout.R
         M = np.zeros((max(D + R, 2 * D + 1), 2 * D + 1), order="F")   # [info 0 0; J0 J1 -r], QR in place
         upper = np.triu(np.ones((D, D)))       # R11 = upper triangle of the QR's block (below: reflectors)
+        pad = M.shape[0] > D + R
         info = np.asfortranarray(info)
         geqrf = scipy.linalg.lapack.dgeqrf
         trtrs = scipy.linalg.lapack.dtrtrs
@@ -385,7 +386,9 @@ class OfflineSmoother:
             M[D:D + R, :D] = J0
             M[D:D + R, D:2 * D] = J1
             M[D:D + R, 2 * D] = -r
-            Rf = geqrf(M)[0]
+            if pad:
+                M[D + R:] = 0.0
+            Rf = geqrf(M, overwrite_a=1)[0]          # (in M's storage: next step refills it)
             R11 = Rf[D:2 * D, D:2 * D] * upper
             dx, ok = trtrs(R11, Rf[D:2 * D, 2 * D])
             if ok != 0 or not isfinite(dx @ dx):

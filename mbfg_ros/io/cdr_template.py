@@ -55,6 +55,15 @@ class CdrTemplate:
             offs.append(at)
             at = data.find(pat, at + 1)
         self.stamp_offsets = np.array(offs, np.int64)
+        # runs of values stored back to back (a float64[] field): one slice copy per run
+        self._runs: list[tuple[int, int, int]] = []       # (first value, count, byte offset)
+        for i, o in enumerate(self.value_offsets):
+            if self._runs and self._runs[-1][0] + self._runs[-1][1] == i and \
+                    self._runs[-1][2] + 8 * self._runs[-1][1] == o:
+                first, count, at = self._runs[-1]
+                self._runs[-1] = (first, count + 1, at)
+            else:
+                self._runs.append((i, 1, int(o)))
 
     @property
     def size(self) -> int:
@@ -66,10 +75,8 @@ class CdrTemplate:
         out = np.tile(self.template, (N, 1))
         V = np.ascontiguousarray(np.hstack([np.asarray(a, "<f8").reshape(N, -1) for a in arrays]) if arrays
                                  else np.zeros((N, 0)))
-        if V.shape[1]:
-            vb = V.view(np.uint8).reshape(N, -1, 8)
-            idx = self.value_offsets[:, None] + np.arange(8)
-            out[:, idx] = vb
+        for first, count, at in self._runs if V.shape[1] else ():
+            out[:, at:at + 8 * count] = V[:, first:first + count].view(np.uint8)
         if self.stamp_offsets.size:
             st = np.asarray(stamps_ns, np.int64)
             sec = (st // 1_000_000_000).astype("<i4").view(np.uint8).reshape(N, 4)
