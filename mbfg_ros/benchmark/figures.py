@@ -25,7 +25,8 @@ PANELS = (("position", "position RMSE (rad)"), ("velocity", "velocity RMSE (rad/
 STYLE = {"dekf": ("tab:blue", "o", "-"), "ukf": ("tab:orange", "s", "-"),
          "error_ekf": ("tab:green", "^", "-"), "batch": ("black", "D", ":"),
          "mbfg_online": ("tab:purple", "v", "--"), "mbfg_lagged": ("tab:brown", "<", "--"),
-         "mbfg_online_g": ("tab:red", "P", "-"), "mbfg_lagged_g": ("tab:pink", "X", "-")}
+         "mbfg_online_g": ("tab:red", "P", "-"), "mbfg_lagged_g": ("tab:pink", "X", "-"),
+         "mbfg_default": ("black", "*", "-"), "mbfg_default_lagged": ("tab:gray", "*", ":")}
 DPI = 72
 
 

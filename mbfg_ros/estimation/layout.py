@@ -3,8 +3,9 @@
     x = [q (n), v (n), a (n), lam (m), u (n_u), e (n_e), b (n_b), log s (0|1), log mu (0|1)]
 
 q, v, a: joint positions, velocities, accelerations (rad or m, /s, /s^2); lam: closure
-multipliers; u: unknown input efforts (N m or N); e: the model-error generalised force on each
-DOF coordinate (N m or N, ``estimator.model_error``; 0 or the number of DOF); b: gyro biases
+multipliers; u: unknown input efforts (N m or N); e: the model-error generalised forces (N m or
+N, ``estimator.model_error``) on the coordinates of :func:`model_error_joints` (the DOF, or every
+joint when the rig has load cells; none when off); b: gyro biases
 (rad/s, the estimated axes of the gyros that have a bias); s: gravity scale (1 = the config's
 gravity); mu: mass scale of the estimated link (1 = the URDF's inertia). The two scales are
 held as their logarithms, so that they stay positive whatever the solver does (a scale at or
@@ -23,6 +24,14 @@ from mbfg_ros.model.config import EstimatorConfig
 from mbfg_ros.model.mechanism import Mechanism
 
 
+def model_error_joints(mech: Mechanism) -> np.ndarray:
+    """The joint coordinates the model-error forces act on: the DOF, or every joint when load
+    cells see the closure and joint forces (a force on the DOF alone cannot match them: the
+    dependent joints' equations of motion would stay wrong; measured on the four-bar with its
+    rocker-pin load cell, the DOF-only force made the estimate worse than none)."""
+    return np.arange(mech.n) if mech.load_cells else np.asarray(mech.dof, int)
+
+
 @dataclass(frozen=True)
 class StateLayout:
     n: int
@@ -32,7 +41,7 @@ class StateLayout:
     has_gravity: bool
     has_mass: bool
     bias_slices: tuple[slice | None, ...]      # per gyro: its bias columns within b (or None)
-    n_e: int = 0                               # model-error forces (one per DOF, or none)
+    n_e: int = 0                               # model-error forces (model_error_joints, or none)
 
     @staticmethod
     def for_mechanism(mech: Mechanism, cfg: EstimatorConfig) -> "StateLayout":
@@ -47,7 +56,7 @@ class StateLayout:
                 slices.append(None)
         return StateLayout(mech.n, mech.m, mech.n_u, nb, cfg.estimate_gravity,
                            bool(cfg.estimate_mass_link), tuple(slices),
-                           len(mech.dof) if cfg.model_error.enabled else 0)
+                           len(model_error_joints(mech)) if cfg.model_error.enabled else 0)
 
     # column slices of x
     @property
@@ -74,7 +83,7 @@ class StateLayout:
 
     @property
     def E(self) -> slice:
-        """The model-error forces (N m or N), one per DOF coordinate in ``Mechanism.dof`` order."""
+        """The model-error forces (N m or N), on the coordinates of :func:`model_error_joints`."""
         s = 3 * self.n + self.m + self.n_u
         return slice(s, s + self.n_e)
 

@@ -12,7 +12,8 @@ Rows, in order:
    gravity / mass scale);
 3. at x1: the loop closures at position, velocity and acceleration level and the equations of
    motion ``M a + h + F(v) - tau - B u - B_e e - Phi_q^T lam = 0`` (with the gravity / mass
-   scale; e: the model-error force on the DOF coordinates, B_e their columns of the identity);
+   scale; e: the model-error forces, B_e the identity's columns of the coordinates they act
+   on, :func:`~mbfg_ros.estimation.layout.model_error_joints`);
 4. every sensor reading of the step at its own stamp: the state is interpolated between the two
    keyframes (cubic Hermite on q and v, linear on the rest, see :func:`interpolate`) and the
    sensor's residual (:mod:`mbfg_ros.estimation.sensor_residuals`) taken there, with the robust
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 import casadi as ca
 import numpy as np
 
-from mbfg_ros.estimation.layout import StateLayout
+from mbfg_ros.estimation.layout import StateLayout, model_error_joints
 from mbfg_ros.estimation.native_code import native
 from mbfg_ros.estimation.sensor_residuals import StateParts, sensor_residuals
 from mbfg_ros.estimation.sensor_streams import GAUSSIAN_MEAN_ABS, INNOVATION_CLIP, INNOVATION_RATE
@@ -287,7 +288,7 @@ class StepFunction:
                 out.append(phidd / nz.closure_acceleration)
         tau = p[L.tau] if L.tau is not None else ca.DM.zeros(n)
         d = self.sym.dynamics_residual(z.q, z.v, z.a, z.lam, tau, z.u, z.gravity_scale, z.mass_scale,
-                                       z.e if lay.n_e else None)
+                                       z.e if lay.n_e else None, model_error_joints(mech))
         out.append(d / nz.dynamics)
         return ca.vertcat(*out)
 

@@ -193,9 +193,12 @@ class NoiseConfig:
 
 @dataclass(frozen=True)
 class ModelErrorConfig:
-    """An unknown generalised force on every DOF coordinate (N m or N), a random-walk state of
-    the graph that enters the equations of motion like an unknown input: it takes up any model
-    error (gravity, masses, friction, an unmodelled load) causally, without a parameter to pick.
+    """An unknown generalised force on every DOF coordinate (N m or N; on every joint when the rig
+    has load cells), a random-walk state of the graph that enters the equations of motion like
+    an unknown input: it takes up any model error (gravity, masses, friction, an unmodelled
+    load) causally, without a parameter to pick. Needs the DOF positions seen directly
+    (encoders): where they are seen only through the dynamics (gyros alone) a free force on
+    them makes them unobservable.
 
     random_walk: its random walk (N m or N per sqrt(s)); 0 = off (no such state).
     prior: the prior sigma of its initial value (N m or N; the prior mean is 0)."""

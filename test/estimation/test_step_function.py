@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pytest
 
-from mbfg_ros.estimation.layout import StateLayout
+from mbfg_ros.estimation.layout import StateLayout, model_error_joints
 from mbfg_ros.estimation.sensor_streams import GAUSSIAN_MEAN_ABS
 from mbfg_ros.estimation.step_function import StepFunction, interpolate
 from mbfg_ros.model.assembly import initial_state
@@ -198,14 +198,15 @@ def test_random_walk_rows_of_the_slow_states():
     np.testing.assert_allclose(r[rows], (x1[lay.B] - x0[lay.B]) / (sig * math.sqrt(h)), rtol=1e-12)
 
 
-@pytest.mark.parametrize("rig", ["four_bar", "five_bar"])
-def test_model_error_force_on_the_dofs(rig):
-    """estimator.model_error: one generalised force per DOF coordinate, a random walk of the
-    configured sigma, subtracted in the DOF's equation of motion only; a prior of its own."""
+@pytest.mark.parametrize("rig,joints", [("four_bar", [0, 1, 2]), ("five_bar", [0, 2])])
+def test_model_error_forces(rig, joints):
+    """estimator.model_error: one generalised force per DOF coordinate (per joint on a rig with
+    load cells: four_bar), a random walk of the configured sigma, subtracted in those
+    coordinates' equations of motion only; a prior of its own."""
     mech = _variant(rig, model_error=ModelErrorConfig(25.0, 7.0), estimate_gravity=True)
     cfg = mech.config.estimator
     lay = StateLayout.for_mechanism(mech, cfg)
-    assert lay.n_e == len(mech.dof) > 0
+    assert list(model_error_joints(mech)) == joints and lay.n_e == len(joints)
     assert lay.E.start == lay.U.stop and lay.B.start == lay.E.stop
     h = 1.0 / cfg.keyframe_rate
     fn = StepFunction(mech, cfg, lay, h)
@@ -224,7 +225,7 @@ def test_model_error_force_on_the_dofs(rig):
     dyn = slice(fn.layout.head + fn.layout.closure_rows, fn.layout.head + fn.layout.closure_rows + mech.n)
     dyn_off = slice(off.layout.head + off.layout.closure_rows, off.layout.head + off.layout.closure_rows + mech.n)
     expect = r_off[dyn_off].copy()
-    expect[mech.dof] -= x1[lay.E] / cfg.noise.dynamics
+    expect[joints] -= x1[lay.E] / cfg.noise.dynamics
     np.testing.assert_allclose(r[dyn], expect, rtol=1e-10, atol=1e-10)
     sig = lay.prior_sigmas(mech, cfg)
     assert np.all(sig[lay.E] == 7.0)
