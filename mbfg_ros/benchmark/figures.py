@@ -23,7 +23,8 @@ from mbfg_ros.benchmark.report import Summary  # noqa: E402
 PANELS = (("position", "position RMSE (rad)"), ("velocity", "velocity RMSE (rad/s)"),
           ("acceleration", "acceleration RMSE (rad/s²)"), ("force", "closure force RMSE (N)"))
 STYLE = {"dekf": ("tab:blue", "o", "-"), "ukf": ("tab:orange", "s", "-"),
-         "error_ekf": ("tab:green", "^", "-"), "batch": ("black", "D", ":"),
+         "error_ekf": ("tab:green", "^", "-"), "cekf": ("tab:olive", "d", "-"),
+         "batch": ("black", "D", ":"),
          "mbfg_online": ("tab:purple", "v", "--"), "mbfg_lagged": ("tab:brown", "<", "--"),
          "mbfg_online_g": ("tab:red", "P", "-"), "mbfg_lagged_g": ("tab:pink", "X", "-"),
          "mbfg_default": ("black", "*", "-"), "mbfg_default_lagged": ("tab:gray", "*", ":")}

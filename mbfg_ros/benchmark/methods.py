@@ -12,10 +12,11 @@ Methods (keys for ``--methods``):
 | ukf | UKF on the independent coordinates, filterpy (paper 3.1.3) |
 | error_ekf | errorEKF: error-state EKF beside a multibody simulation (paper 3.3) |
 | diekf_pm | DIEKFpm: iterated EKF in dependent coordinates, constraints as perfect measurements (3.2.1) |
+| cekf | CEKF: continuous EKF, correction fused into the implicit trapezoidal rule (paper 3.1.1) |
 | batch | reference: Levenberg-Marquardt over the whole recording, mbfg_ros factors (paper 3.4) |
 | mbfg_online, mbfg_lagged | mbfg_ros: newest estimate per keyframe; estimate smoothed over the lag |
 | mbfg_online_g, mbfg_lagged_g | the same with online gravity estimation |
-| mbfg_default, mbfg_default_lagged | mbfg_ros with the rig's ONE default configuration (estimator_tuning.rig_default: the model-error state where encoders see every DOF) |
+| mbfg_default, mbfg_default_lagged | mbfg_ros with the rig's ONE default configuration (estimator_tuning.rig_default: gravity and the model-error force where encoders see every DOF) |
 
 The online and lagged variants come from one estimator run (``lagged=True``) and share its
 CPU time. The lagged track is ``pop_lagged()`` during the run plus ``smoothed_window()`` at
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mbfg_ros.benchmark.estimator_tuning import estimator_config, rig_estimator_config
+from mbfg_ros.benchmark.observers.cekf import CEKF
 from mbfg_ros.benchmark.observers.dekf import DEKF
 from mbfg_ros.benchmark.observers.diekf_pm import DIEKFpm
 from mbfg_ros.benchmark.observers.error_ekf import ErrorEKF
@@ -56,6 +58,7 @@ METHODS: dict[str, MethodSpec] = {m.key: m for m in (
     MethodSpec("ukf", "UKF", "baseline", "ukf"),
     MethodSpec("error_ekf", "errorEKF", "baseline", "error_ekf"),
     MethodSpec("diekf_pm", "DIEKFpm", "baseline", "diekf_pm"),
+    MethodSpec("cekf", "CEKF", "baseline", "cekf"),
     MethodSpec("batch", "batch (LM)", "reference", "batch"),
     MethodSpec("mbfg_online", "mbfg online", "mbfg", "mbfg"),
     MethodSpec("mbfg_lagged", "mbfg lagged", "mbfg", "mbfg"),
@@ -112,13 +115,13 @@ def readings_by_step(samples: list[Sample], steps: int, dt: float) -> list[list[
 
 def run_group(group: str, data: RunData) -> dict[str, Track]:
     """Run the methods of ``group`` (see METHODS) over ``data``; {method key: Track}."""
-    if group in ("dekf", "ukf", "error_ekf", "diekf_pm"):
-        cls = {"dekf": DEKF, "ukf": UKF, "error_ekf": ErrorEKF, "diekf_pm": DIEKFpm}[group]
+    if group in ("dekf", "ukf", "error_ekf", "diekf_pm", "cekf"):
+        cls = {"dekf": DEKF, "ukf": UKF, "error_ekf": ErrorEKF, "diekf_pm": DIEKFpm, "cekf": CEKF}[group]
         observer = cls(IndependentModel(data.model), data.dt)
         t0 = time.process_time()
         tr = run_observer(observer, data.readings)
         cpu = time.process_time() - t0
-        return {group: Track(tr.q, tr.v, tr.a, tr.lam, cpu)}
+        return {group: Track(tr.q, tr.v, tr.a, tr.lam, cpu, info=dict(getattr(observer, "info", {})))}
     if group == "batch":
         return {"batch": _run_batch(data)}
     if group in ("mbfg", "mbfg_g"):

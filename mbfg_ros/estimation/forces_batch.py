@@ -11,6 +11,7 @@ from __future__ import annotations
 import casadi as ca
 import numpy as np
 
+from mbfg_ros.estimation.mapped_function import mapped_function
 from mbfg_ros.estimation.outputs import ClosureForce, Estimate, Forces
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.symbolic import SymbolicMechanism
@@ -37,7 +38,7 @@ class BatchForces:
         self.B = block
         self._args = [np.zeros((block, max(k, 1))) for k in (n, n, n, m, nu, n)]
         self._out = np.zeros((block, max(self.width, 1)))
-        self.mapped = fn.map(block, "serial")
+        self.mapped = mapped_function(fn, block)
         self._buf, self._eval = self.mapped.buffer()
         for i, arr in enumerate(self._args):
             self._buf.set_arg(i, memoryview(arr))

@@ -39,6 +39,7 @@ import scipy.linalg
 
 from mbfg_ros.errors import AssemblyError
 from mbfg_ros.estimation.layout import StateLayout
+from mbfg_ros.estimation.mapped_function import mapped_function
 from mbfg_ros.estimation.outputs import Estimate
 from mbfg_ros.estimation.smoother import key
 from mbfg_ros.estimation.step_function import StepFunction, compiled_step_function
@@ -47,8 +48,8 @@ from mbfg_ros.model.assembly import initial_state as assembled_initial_state
 from mbfg_ros.model.config import EstimatorConfig
 from mbfg_ros.model.mechanism import Mechanism
 
-MAP_BLOCK = 512
-"""Keyframes per call of the mapped step function."""
+MAP_BLOCK = 32
+"""Keyframes per call of the mapped step function (see :func:`.mapped_function.mapped_function`)."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,7 @@ class MappedSteps:
         rows = fn.step
         base = rows.compiled or rows.fn
         self.B, self.D, self.R, self.P = block, rows.dim, rows.R, rows.p.size
-        mapped = base.map(block, "thread", threads) if threads > 1 else base.map(block, "serial")
+        mapped = mapped_function(base, block, threads)
         self.x0 = np.zeros((block, self.D))
         self.x1 = np.zeros((block, self.D))
         self.p = np.zeros((block, self.P))
@@ -136,17 +137,50 @@ class MappedSteps:
 
     def evaluate(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, r_out: np.ndarray,
                  Jt_out: np.ndarray) -> None:
-        """Rows of N steps into r_out (N, R) and Jt_out (N, 2D, R)."""
+        """Rows of N steps into r_out (N, R) and Jt_out (N, 2D, R) (all C-contiguous float64:
+        full blocks are evaluated in place, without copies)."""
         N, B = X0.shape[0], self.B
+        buf = self._buf
+        arrays = (X0, X1, P, r_out, Jt_out)
+        direct = all(a.flags.c_contiguous and a.dtype == np.float64 for a in arrays)
+        for s in range(0, N, B):
+            e = min(N, s + B)
+            c = e - s
+            if direct and c == B:
+                for i, a in enumerate((X0, X1, P)):
+                    buf.set_arg(i, memoryview(a[s:e]))
+                buf.set_res(0, memoryview(r_out[s:e]))
+                buf.set_res(1, memoryview(Jt_out[s:e]))
+                self._eval()
+                continue
+            self.x0[:c], self.x1[:c], self.p[:c] = X0[s:e], X1[s:e], P[s:e]
+            if c < B:                            # pad with the last step (results ignored)
+                self.x0[c:], self.x1[c:], self.p[c:] = X0[e - 1], X1[e - 1], P[e - 1]
+            for i, a in enumerate((self.x0, self.x1, self.p)):
+                buf.set_arg(i, memoryview(a))
+            buf.set_res(0, memoryview(self.r))
+            buf.set_res(1, memoryview(self.Jt))
+            self._eval()
+            r_out[s:e] = self.r[:c]
+            Jt_out[s:e] = self.Jt[:c]
+
+
+    def residuals(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, r_out: np.ndarray) -> None:
+        """Only the rows r_out (N, R) of N steps (the Jacobians go to a scratch block)."""
+        N, B = X0.shape[0], self.B
+        buf = self._buf
+        buf.set_res(1, memoryview(self.Jt))
+        for i, a in enumerate((self.x0, self.x1, self.p)):
+            buf.set_arg(i, memoryview(a))
+        buf.set_res(0, memoryview(self.r))
         for s in range(0, N, B):
             e = min(N, s + B)
             c = e - s
             self.x0[:c], self.x1[:c], self.p[:c] = X0[s:e], X1[s:e], P[s:e]
-            if c < B:                            # pad with the last step (results ignored)
+            if c < B:
                 self.x0[c:], self.x1[c:], self.p[c:] = X0[e - 1], X1[e - 1], P[e - 1]
             self._eval()
             r_out[s:e] = self.r[:c]
-            Jt_out[s:e] = self.Jt[:c]
 
 
 class ClosureProjection:
@@ -156,14 +190,14 @@ class ClosureProjection:
     q -= Phi_q^+ Phi, v -= Phi_q^+ Phi', a -= Phi_q^+ Phi''; evaluated for all keyframes by one
     mapped CasADi call per iteration."""
 
-    def __init__(self, fn: StepFunction, block: int = 4 * MAP_BLOCK) -> None:
+    def __init__(self, fn: StepFunction, block: int = 8 * MAP_BLOCK) -> None:
         sym, n = fn.sym, fn.mech.n
         q, v, a = ca.SX.sym("q", n), ca.SX.sym("v", n), ca.SX.sym("a", n)
         phi, phid, phidd = sym.closure_levels(q, v, a)
         f = ca.Function("closure_projection", [q, v, a],
                         [ca.vertcat(phi, phid, phidd), ca.densify(ca.jacobian(phi, q))], {"cse": True})
         self.n, self.m, self.B = n, fn.mech.m, block
-        self.mapped = f.map(block, "serial")
+        self.mapped = mapped_function(f, block)
         self.q, self.v, self.a = (np.zeros((block, n)) for _ in range(3))
         self.c = np.zeros((block, 3 * self.m))
         self.Jt = np.zeros((block, n, self.m))          # (m, n) column-major = C-order (n, m)
@@ -184,9 +218,21 @@ class ClosureProjection:
             for _ in range(iterations):
                 self.q[:c], self.v[:c], self.a[:c] = X[s:e, :n], X[s:e, n:2 * n], X[s:e, 2 * n:3 * n]
                 self._eval()
-                Phi = self.Jt[:c].transpose(0, 2, 1)           # (c, m, n)
-                pinv = np.linalg.pinv(Phi, rcond=1e-10)         # (c, n, m)
-                corr = pinv @ self.c[:c].reshape(c, 3, m).transpose(0, 2, 1)   # (c, n, 3)
+                Jt = self.Jt[:c]                               # Phi_q^T (c, n, m)
+                G = Jt.transpose(0, 2, 1) @ Jt                  # Phi_q Phi_q^T (c, m, m)
+                rhs = self.c[:c].reshape(c, 3, m).transpose(0, 2, 1)   # (c, m, 3)
+                # minimum-norm: Phi_q^T (Phi_q Phi_q^T)^-1 [Phi Phi' Phi'']; near a singular pose
+                # (cond(Phi_q) > 1e10) the pseudo-inverse, which leaves the lost direction alone
+                # (not finite: no correction; the cost tells the solver)
+                fin = np.isfinite(G).all(axis=(1, 2)) & np.isfinite(rhs).all(axis=(1, 2))
+                w = np.ones((c, m))
+                w[fin] = np.linalg.eigvalsh(G[fin])
+                bad = fin & ~(w[:, 0] > 1e-20 * w[:, -1])
+                corr = np.zeros((c, n, 3))
+                if bad.any():
+                    corr[bad] = np.linalg.pinv(Jt[bad].transpose(0, 2, 1), rcond=1e-10) @ rhs[bad]
+                good = fin & ~bad
+                corr[good] = Jt[good] @ np.linalg.solve(G[good], rhs[good])
                 X[s:e, :n] -= corr[:, :, 0]
                 X[s:e, n:2 * n] -= corr[:, :, 1]
                 X[s:e, 2 * n:3 * n] -= corr[:, :, 2]
@@ -214,6 +260,7 @@ class OfflineSmoother:
         T[n:2 * n, 2 * n:3 * n] = self.h * np.eye(n)
         self._transition = T
         self._mapped: MappedSteps | None = None
+        self._scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     # ----------------------------------------------------------------------------------------
     def _clean(self, readings: Readings):
@@ -324,8 +371,11 @@ class OfflineSmoother:
             start = 1
         R = self.fn_layout.R
         M = np.zeros((max(D + R, 2 * D + 1), 2 * D + 1), order="F")   # [info 0 0; J0 J1 -r], QR in place
+        upper = np.triu(np.ones((D, D)))       # R11 = upper triangle of the QR's block (below: reflectors)
+        info = np.asfortranarray(info)
         geqrf = scipy.linalg.lapack.dgeqrf
         trtrs = scipy.linalg.lapack.dtrtrs
+        isfinite = math.isfinite
         for k in range(max(start, 1), X.shape[0]):
             x0 = X[k - 1]
             x = T @ x0
@@ -336,26 +386,39 @@ class OfflineSmoother:
             M[D:D + R, D:2 * D] = J1
             M[D:D + R, 2 * D] = -r
             Rf = geqrf(M)[0]
-            R11 = np.triu(Rf[D:2 * D, D:2 * D])
+            R11 = Rf[D:2 * D, D:2 * D] * upper
             dx, ok = trtrs(R11, Rf[D:2 * D, 2 * D])
-            if ok != 0 or not np.all(np.isfinite(dx)):
+            if ok != 0 or not isfinite(dx @ dx):
                 dx = np.zeros(D)
             X[k] = x + dx
             info = R11
         return info
 
-    def _linearize(self, X: np.ndarray, P: np.ndarray, prior, r: np.ndarray, Jt: np.ndarray) -> float:
-        """Every step's rows at X into r, Jt (step 0: x0 = x1, its head rows replaced by the
-        prior); returns the cost (sum of squares)."""
+    def _linearize(self, X: np.ndarray, P: np.ndarray, prior, r: np.ndarray, Jt: np.ndarray | None) -> float:
+        """Every step's rows at X into r (and Jt, unless None) (step 0: x0 = x1, its head rows
+        replaced by the prior); returns the cost (sum of squares)."""
         X0 = np.empty_like(X)
         X0[1:] = X[:-1]
         X0[0] = X[0]
-        self._mapped.evaluate(X0, X, P, r, Jt)
+        if Jt is None:
+            self._mapped.residuals(X0, X, P, r)
+        else:
+            self._mapped.evaluate(X0, X, P, r, Jt)
         H = self.fn_layout.head
         mean, S = prior
         rp = S @ (X[0] - mean)
         cost = float(np.einsum("ij,ij->", r[1:], r[1:])) + float(r[0, H:] @ r[0, H:]) + float(rp @ rp)
-        return cost if math.isfinite(cost) and np.all(np.isfinite(Jt)) else math.inf
+        return cost if math.isfinite(cost) and (Jt is None or np.all(np.isfinite(Jt))) else math.inf
+
+    def _buffers(self, K: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """r, r_candidate (K, R) and Jt (K, 2D, R), kept from window to window (a window's
+        Jacobians are the smoother's largest array: touching new memory for each costs more
+        than filling it)."""
+        R, D = self.fn_layout.R, self.lay.dim
+        have = self._scratch
+        if have is None or have[0].shape[0] < K or have[0].shape[1] != R:
+            have = self._scratch = (np.empty((K, R)), np.empty((K, R)), np.empty((K, 2 * D, R)))
+        return have[0][:K], have[1][:K], have[2][:K]
 
     def _solve(self, X: np.ndarray, r: np.ndarray, Jt: np.ndarray, prior, damping: float) -> np.ndarray | None:
         """The Gauss-Newton (damping > 0: Levenberg-Marquardt) step of the chain, from GTSAM."""
@@ -376,28 +439,29 @@ class OfflineSmoother:
         b = -np.concatenate((rp, r[0, H:]))
         g.add(gtsam.JacobianFactor(key(0), A, b, unit(b.size)))
         R = r.shape[1]
-        J0s = np.ascontiguousarray(Jt[:, :D, :].transpose(0, 2, 1))
-        J1s = np.ascontiguousarray(Jt[:, D:, :].transpose(0, 2, 1))
         nb = -r
         u = unit(R)
-        for k in range(1, K):
-            g.add(gtsam.JacobianFactor(key(k - 1), J0s[k], key(k), J1s[k], nb[k], u))
+        keys = [key(k) for k in range(K)]
+        add = g.add
+        for k in range(1, K):                   # Jt[k, :D].T is J0 column-major, as Eigen takes it
+            J = Jt[k]
+            add(keys[k - 1], J[:D].T, keys[k], J[D:].T, nb[k], u)
         if damping > 0:
-            diag = np.einsum("kri,kri->ki", J1s, J1s)
-            diag[:-1] += np.einsum("kri,kri->ki", J0s[1:], J0s[1:])
+            diag = np.einsum("kir,kir->ki", Jt[:, D:], Jt[:, D:])
+            diag[:-1] += np.einsum("kir,kir->ki", Jt[1:, :D], Jt[1:, :D])
             d = np.sqrt(damping * np.maximum(diag, 1e-9))
             z = np.zeros(D)
             uD = unit(D)
             for k in range(K):
-                g.add(gtsam.JacobianFactor(key(k), np.diag(d[k]), z, uD))
+                add(keys[k], np.diag(d[k]), z, uD)
         ordering = gtsam.Ordering()
-        for k in range(K):
-            ordering.push_back(key(k))
-        try:
-            delta = g.optimize(ordering)
+        for k in keys:
+            ordering.push_back(k)
+        try:                        # sequential elimination in chain order, then back substitution
+            delta = g.eliminateSequential(ordering).optimize()
         except RuntimeError:
             return None
-        dx = np.asarray(delta.vector()).reshape(K, D)
+        dx = np.asarray(delta.vector(keys)).reshape(K, D)
         return dx if np.all(np.isfinite(dx)) else None
 
     def _model_cost(self, X: np.ndarray, dx: np.ndarray, r: np.ndarray, Jt: np.ndarray, prior) -> float:
@@ -414,9 +478,7 @@ class OfflineSmoother:
         """Iterate Gauss-Newton (LM when a step raises the cost) on the chain X (in place)."""
         opt = self.options
         K = X.shape[0]
-        R, D = self.fn_layout.R, X.shape[1]
-        r = np.zeros((K, R))
-        Jt = np.zeros((K, 2 * D, R))
+        r, r_c, Jt = self._buffers(K)
         t0 = time.perf_counter()
         cost = self._linearize(X, P, prior, r, Jt)
         self.timings["linearize"] += time.perf_counter() - t0
@@ -436,22 +498,26 @@ class OfflineSmoother:
                 continue
             cand = X + dx
             self._project(cand)
-            r_c, Jt_c = np.empty_like(r), np.empty_like(Jt)
             t0 = time.perf_counter()
-            cost_c = self._linearize(cand, P, prior, r_c, Jt_c)
+            cost_c = self._linearize(cand, P, prior, r_c, None)
             self.timings["linearize"] += time.perf_counter() - t0
             change = (cost - cost_c) / max(cost, 1e-300)
             # the linear model's cost at the step: when the new cost is what it predicted, the
             # problem is linear enough here that another step would not lower it further
             model = self._model_cost(X, dx, r, Jt, prior) if damping == 0.0 else -math.inf
-            if cost_c <= cost:
+            accepted = cost_c <= cost
+            if accepted:
                 X[:] = cand
-                r, Jt, cost = r_c, Jt_c, cost_c
+                r, r_c, cost = r_c, r, cost_c
                 damping = damping / 10.0 if damping > 1e-6 else 0.0
             if abs(change) < opt.tolerance or abs(cost_c - model) < opt.tolerance * cost_c:
                 converged = True                # (a rise this small is rounding: at the minimum)
                 break
-            if cost_c > cost:
+            if accepted:                        # the Jacobians at the new states, for the next step
+                t0 = time.perf_counter()
+                cost = self._linearize(X, P, prior, r, Jt)
+                self.timings["linearize"] += time.perf_counter() - t0
+            else:
                 damping = max(damping * 10.0, 1e-4)
                 if damping > 1e8:
                     converged = True        # no step lowers the cost: at a minimum
@@ -486,7 +552,7 @@ class OfflineSmoother:
         fn = self._step_function_for(counts)
         self.fn_step, self.fn_layout = fn.step, fn.layout
         self._mapped = MappedSteps(fn, min(MAP_BLOCK, max(K, 1)), opt.threads)
-        self._project = ClosureProjection(fn, min(4 * MAP_BLOCK, max(K, 1)))
+        self._project = ClosureProjection(fn, min(8 * MAP_BLOCK, max(K, 1)))
         cmd = {self.mech.index[j[len("command:"):]]: data[j] for j in data if j.startswith("command:")}
         for j in data:
             if j.startswith("command:"):

@@ -25,7 +25,7 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
-from mbfg_ros.io.mcap_salvage import McapDamage, McapSalvage, mcap_files
+from mbfg_ros.io.mcap_salvage import McapDamage, McapSalvage, MessageBatch, group_messages, mcap_files
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def _metadata(path: Path) -> dict | None:
     if not meta.is_file():
         return None
     try:
-        doc = yaml.safe_load(meta.read_text(encoding="utf-8"))
+        doc = yaml.load(meta.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         info = doc["rosbag2_bagfile_information"]
         if not isinstance(info, dict):
             raise TypeError("not a mapping")
@@ -151,6 +151,38 @@ class BagSource:
             if missing > 0:
                 self.damage.lost[topic] = missing
 
+    def batches(self, topics: Iterable[str] | None = None, group: int = 4096) -> Iterator[list[MessageBatch]]:
+        """The messages of :meth:`messages` in blocks of :class:`~mbfg_ros.io.mcap_salvage.MessageBatch`
+        (one per topic and block, in read order): an MCAP's intact chunks are read at once
+        (:meth:`McapSalvage.batches`); other storages ``group`` messages at a time, as bytes.
+        ``damage`` is the same as after :meth:`messages`."""
+        if self._mcap is not None:
+            wanted = set(topics) if topics is not None else None
+            yield from self._mcap.batches(wanted, group)
+            self.damage = self._mcap.damage
+            return
+        loose: list[tuple[str, str, int, bytes]] = []
+        n = 0
+        for topic, msgtype, log_ns, raw in self.messages(topics):
+            loose.append((topic, msgtype, log_ns, bytes(raw)))
+            if len(loose) >= group:
+                yield [_as_list(b) for b in group_messages(loose, n)]
+                n += len(loose)
+                loose = []
+        if loose:
+            yield [_as_list(b) for b in group_messages(loose, n)]
+
+    @property
+    def cdr(self) -> bool:
+        """Whether the messages' bytes are CDR and :meth:`serialize` writes them (rosbag2
+        MCAP; the other storages are decoded message by message)."""
+        return self._mcap is not None
+
+    def serialize(self, msg, msgtype: str) -> bytes:
+        """CDR bytes of ``msg`` with the typestore :meth:`deserialize` uses (MCAP bags)."""
+        store = self._typestore or msgs.typestore()
+        return store.serialize_cdr(msg, msgtype)
+
     def deserialize(self, raw: bytes, msgtype: str) -> object:
         """A message from its CDR bytes (types the typestore lacks come from the bag)."""
         if self._reader is not None:
@@ -166,6 +198,13 @@ class BagSource:
                     except Exception:            # noqa: BLE001 - a broken definition: that type stays unknown
                         continue
         return store.deserialize_cdr(raw, msgtype)
+
+
+def _as_list(batch: MessageBatch) -> MessageBatch:
+    """The batch with its messages as a list of bytes (decoded one by one)."""
+    if isinstance(batch.data, list):
+        return batch
+    return MessageBatch(batch.topic, batch.msgtype, batch.log_ns, batch.order, [r.tobytes() for r in batch.data])
 
 
 def read_bag(path: str | Path, topics: Iterable[str] | None = None) -> Iterator[BagRecord]:

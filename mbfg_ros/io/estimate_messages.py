@@ -194,9 +194,17 @@ def static_tf_message(mech: Mechanism, stamp_ns: int, names: OutputNames, world_
 
 def tf_message(mech: Mechanism, data: MechanismData, q: np.ndarray, stamp_ns: int,
                names: OutputNames, fixed: bool = False):
-    """TFMessage: parent -> child link of every movable joint (or of every fixed joint)."""
-    transforms = [_transform(stamp_ns, names.frame(parent), names.frame(child), M)
-                  for parent, child, M in tf_placements(mech, data, q, fixed)]
+    """TFMessage: parent -> child link of every movable joint (or of every fixed joint). The
+    movable joints' values come from :attr:`Mechanism.joint_transforms` (as the replay's batches
+    do, so both give the same bytes), or pinocchio if that model does not apply."""
+    jt = None if fixed else mech.joint_transforms
+    if jt is not None and jt.ok:
+        vals = jt.values(np.asarray(q, float)[None])[0]
+        transforms = [transform_stamped(stamp_ns, names.frame(parent), names.frame(child), vals[i])
+                      for i, (parent, child) in enumerate(jt.pairs)]
+    else:
+        transforms = [_transform(stamp_ns, names.frame(parent), names.frame(child), M)
+                      for parent, child, M in tf_placements(mech, data, q, fixed)]
     return msgs.typestore().types[TF_MESSAGE](transforms=transforms)
 
 

@@ -15,6 +15,14 @@ never trusts a length it has not checked:
 - compressed chunks (zstd, lz4) are decompressed whole; one that does not decompress or fails its
   CRC is damage.
 
+:meth:`McapSalvage.batches` reads the same records in bulk where a chunk is intact: its message
+indexes (the records after it) give every message's offset, checked with numpy against the
+chunk's bytes (opcode, channel, log time, lengths that tile the chunk with only schema and
+channel records between them); such a chunk gives per topic one :class:`MessageBatch` (log times
+as an array, the messages as one (N, L) byte array when all have length L), with no Python object
+per message. A chunk that is damaged, cut short, without indexes or failing any check is read by
+the record loop above, so damage is handled and counted exactly as by :meth:`McapSalvage.messages`.
+
 Expected message counts per topic come from the summary's statistics when the footer is intact,
 else from the bag's ``metadata.yaml`` (what the caller passes), else from the message indexes
 after each chunk; messages expected but not read are ``lost`` (:class:`McapDamage`). Every
@@ -30,10 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
 from mcap.data_stream import ReadDataStream
 from mcap.opcode import Opcode
 from mcap.reader import SeekingReader
-from mcap.records import Channel, MessageIndex, Schema, Statistics
+from mcap.records import Channel, Schema, Statistics
 
 from mbfg_ros.errors import MbfgError
 
@@ -58,6 +68,43 @@ class McapDamage:
 
     def __bool__(self) -> bool:
         return bool(self.lost or self.regions or self.truncated)
+
+
+@dataclass
+class MessageBatch:
+    """Messages of one topic read at once: their log times (ns), their positions in the read
+    order (increasing; other topics' messages fill the gaps) and their CDR bytes, one (N, L)
+    uint8 array when every message has L bytes, else a list of bytes."""
+    topic: str
+    msgtype: str
+    log_ns: np.ndarray                    # (N,) int64
+    order: np.ndarray                     # (N,) int64
+    data: np.ndarray | list
+
+    def __len__(self) -> int:
+        return int(self.log_ns.size)
+
+    def raw(self, i: int) -> bytes:
+        """The CDR bytes of message ``i``."""
+        return self.data[i].tobytes() if isinstance(self.data, np.ndarray) else self.data[i]
+
+
+def group_messages(items: list[tuple[str, str, int, bytes]], first_order: int) -> list[MessageBatch]:
+    """(topic, type, log time, bytes) messages in read order -> one MessageBatch per (topic,
+    type), ordered from ``first_order``."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, (topic, msgtype, _, _) in enumerate(items):
+        groups.setdefault((topic, msgtype), []).append(i)
+    out = []
+    for (topic, msgtype), idx in groups.items():
+        raws = [items[i][3] for i in idx]
+        size = len(raws[0])
+        data: np.ndarray | list = raws
+        if all(len(r) == size for r in raws):
+            data = np.frombuffer(b"".join(raws), np.uint8).reshape(len(raws), size)
+        out.append(MessageBatch(topic, msgtype, np.array([items[i][2] for i in idx], np.int64),
+                                np.asarray(idx, np.int64) + first_order, data))
+    return out
 
 
 @dataclass
@@ -88,6 +135,7 @@ class McapSalvage:
                 self.definitions.setdefault(sc.name, (sc.encoding, bytes(sc.data)))
         self.damage = McapDamage()
         self.counts: Counter = Counter()            # topic -> messages read
+        self.chunks_at_once = 0                     # chunks the last batches() read in bulk
         self._expected = dict(expected or {})
         self._index_counts: Counter = Counter()     # topic -> messages the chunk indexes list
         self.topics: dict[str, dict] = {}
@@ -143,6 +191,40 @@ class McapSalvage:
     def messages(self, topics: set[str] | None = None) -> Iterator[tuple[str, str, int, bytes]]:
         """(topic, type, log time ns, CDR bytes) of every readable message (of ``topics``), in
         file order; ``damage`` and ``counts`` are complete when the iterator is exhausted."""
+        for item in self._read(topics, bulk=False):
+            yield item
+        self._finish(topics)
+
+    def batches(self, topics: set[str] | None = None, group: int = 4096) -> Iterator[list[MessageBatch]]:
+        """The messages of :meth:`messages`, in blocks: an intact chunk's at once, other
+        messages ``group`` at a time; each block holds one :class:`MessageBatch` per topic and
+        follows the previous one in the read order. ``damage`` and ``counts`` are those of
+        :meth:`messages`."""
+        loose: list[tuple[str, str, int, bytes]] = []
+        n = 0
+        for item in self._read(topics, bulk=True):
+            if isinstance(item, tuple):
+                loose.append(item)
+                if len(loose) < group:
+                    continue
+                block, loose = group_messages(loose, n), []
+            else:
+                if loose:
+                    block, loose = group_messages(loose, n), []
+                    n += sum(len(b) for b in block)
+                    yield block
+                for b in item:
+                    b.order += n
+                block = item
+            n += sum(len(b) for b in block)
+            if block:
+                yield block
+        if loose:
+            yield group_messages(loose, n)
+        self._finish(topics)
+
+    def _read(self, topics: set[str] | None, bulk: bool):
+        self.chunks_at_once = 0
         self.damage = McapDamage()
         self.counts = Counter()
         self._index_counts = Counter()
@@ -152,7 +234,9 @@ class McapSalvage:
             if summary is not None:
                 schemas = {sid: s.name for sid, s in summary.schemas.items()}
                 channels = {cid: _Channel(c.topic, schemas.get(c.schema_id, "")) for cid, c in summary.channels.items()}
-            yield from _File(self, path, channels, schemas, topics).read()
+            yield from _File(self, path, channels, schemas, topics, bulk).read()
+
+    def _finish(self, topics: set[str] | None) -> None:
         self._scanned = True
         if not self.intact:
             for topic, n in self.counts.items():
@@ -168,21 +252,24 @@ class McapSalvage:
         if self.damage.truncated and not self._expected:
             self.damage.unknown_loss = True
 
-    def _seen(self, topic: str, msgtype: str, log_ns: int) -> None:
-        self.counts[topic] += 1
+    def _seen(self, topic: str, msgtype: str, log_ns: int, n: int = 1, last_ns: int | None = None) -> None:
+        """``n`` messages of ``topic`` read, logged from ``log_ns`` to ``last_ns``."""
+        self.counts[topic] += n
         entry = self.topics.setdefault(topic, {"type": msgtype, "count": 0})
         if not entry["type"]:
             entry["type"] = msgtype
+        last_ns = log_ns if last_ns is None else last_ns
         self.start_ns = log_ns if self.start_ns is None else min(self.start_ns, log_ns)
-        self.end_ns = log_ns if self.end_ns is None else max(self.end_ns, log_ns)
+        self.end_ns = last_ns if self.end_ns is None else max(self.end_ns, last_ns)
 
 
 class _File:
     """One pass over one file (see the module docstring)."""
 
     def __init__(self, owner: McapSalvage, path: Path, channels: dict, schemas: dict,
-                 topics: set[str] | None) -> None:
+                 topics: set[str] | None, bulk: bool = False) -> None:
         self.owner = owner
+        self.bulk = bulk
         self.path = path
         self.channels = channels
         self.schemas = schemas
@@ -220,8 +307,9 @@ class _File:
                 body = fh.read(length)
                 if opcode == Opcode.FOOTER:
                     return
+                index = self._peek_indexes(fh, end) if self.bulk and opcode == Opcode.CHUNK else None
                 try:
-                    yield from self._record(opcode, body, pos)
+                    yield from self._record(opcode, body, pos, index)
                 except _Damaged as exc:
                     self._damage(pos, str(exc))
                 pos = end
@@ -230,9 +318,28 @@ class _File:
                          else "the file ends inside a record header: truncated")
 
     # ------------------------------------------------------------------------------------------
-    def _record(self, opcode: int, body: bytes, pos: int) -> Iterator[tuple[str, str, int, bytes]]:
+    def _peek_indexes(self, fh, pos: int) -> dict[int, np.ndarray] | None:
+        """{channel: (k, 2) uint64 (log time, offset)} of the message index records from
+        ``pos`` on (those after a chunk), or None without any or when one does not add up."""
+        out: dict[int, np.ndarray] = {}
+        while pos + _RECORD_HEAD.size <= self.size:
+            fh.seek(pos)
+            opcode, length = _RECORD_HEAD.unpack(fh.read(_RECORD_HEAD.size))
+            if opcode != Opcode.MESSAGE_INDEX or pos + _RECORD_HEAD.size + length > self.size:
+                break
+            body = fh.read(length)
+            if length < 6:
+                return None
+            channel, size = struct.unpack_from("<HI", body)
+            if 6 + size != length or size % 16 or channel in out:
+                return None
+            out[channel] = np.frombuffer(body, "<u8", count=size // 8, offset=6).reshape(-1, 2)
+            pos += _RECORD_HEAD.size + length
+        return out or None
+
+    def _record(self, opcode: int, body: bytes, pos: int, index=None) -> Iterator:
         if opcode == Opcode.CHUNK:
-            yield from self._chunk(body, pos)
+            yield from self._chunk(body, pos, index=index)
         elif opcode == Opcode.MESSAGE:
             msg = self._message(body, None)
             if msg is not None:
@@ -240,13 +347,16 @@ class _File:
         elif opcode in (Opcode.SCHEMA, Opcode.CHANNEL):
             self._definition(opcode, body)
         elif opcode == Opcode.MESSAGE_INDEX:
-            try:
-                index = MessageIndex.read(ReadDataStream(io.BytesIO(body)))
-            except Exception:                     # noqa: BLE001
-                raise _Damaged("unreadable message index") from None
-            ch = self.channels.get(index.channel_id)
+            # (as mcap's MessageIndex.read parses it, without an object per entry)
+            if len(body) < 6:
+                raise _Damaged("unreadable message index")
+            channel, size = struct.unpack_from("<HI", body)
+            entries = -(-size // 16)
+            if 6 + 16 * entries > len(body):
+                raise _Damaged("unreadable message index")
+            ch = self.channels.get(channel)
             if ch is not None:
-                self.owner._index_counts[ch.topic] += len(index.records)
+                self.owner._index_counts[ch.topic] += entries
         elif opcode == Opcode.STATISTICS:
             try:
                 Statistics.read(ReadDataStream(io.BytesIO(body)))
@@ -284,7 +394,7 @@ class _File:
             return None
         return ch.topic, ch.msgtype, log_ns, bytes(body[_MESSAGE_HEAD.size:])
 
-    def _chunk(self, body: bytes, pos: int, partial: bool = False) -> Iterator[tuple[str, str, int, bytes]]:
+    def _chunk(self, body: bytes, pos: int, partial: bool = False, index=None) -> Iterator:
         try:
             start, end, size, crc = _CHUNK_HEAD.unpack_from(body)
             off = _CHUNK_HEAD.size
@@ -311,8 +421,16 @@ class _File:
                 return
             if crc and zlib.crc32(data) != crc:
                 self._damage(pos, "a chunk whose CRC does not match: read as far as it parses")
+                index = None
         elif crc and not partial and zlib.crc32(data) != crc:
             self._damage(pos, "a chunk whose CRC does not match: read as far as it parses")
+            index = None
+        if index is not None and not partial:
+            batches = self._chunk_bulk(data, (start, end), index)
+            if batches is not None:
+                self.owner.chunks_at_once += 1
+                yield batches
+                return
         yield from self._chunk_records(memoryview(data), pos, (start, end), partial)
 
     def _chunk_records(self, data: memoryview, pos: int, window: tuple[int, int], partial: bool):
@@ -343,6 +461,94 @@ class _File:
             if nxt is None:
                 return
             off = nxt
+
+    def _chunk_bulk(self, data, window: tuple[int, int], index: dict[int, np.ndarray]) -> list[MessageBatch] | None:
+        """An intact chunk's messages as one MessageBatch per topic (order relative to the
+        chunk), if its message indexes describe it exactly (see the module docstring); else
+        None, with nothing changed (the record loop reads it)."""
+        buf = np.frombuffer(data, np.uint8)
+        n = buf.size
+        chans = [c for c in index if index[c].size]
+        if not chans:
+            return None
+        rec = np.concatenate([index[c] for c in chans])
+        cids = np.concatenate([np.full(len(index[c]), c, np.int64) for c in chans])
+        offs = rec[:, 1].astype(np.int64)
+        if offs.min() < 0 or offs.max() > n - _RECORD_HEAD.size - _MESSAGE_HEAD.size:
+            return None
+        s = np.argsort(offs, kind="stable")
+        offs, logs, cids = offs[s], rec[s, 0], cids[s]
+
+        def rows_at(at: np.ndarray, k: int) -> np.ndarray:
+            """(len(at), k) uint8: the k bytes from each offset (one copy, no index per byte)."""
+            return as_strided(buf, shape=(n - k + 1, k), strides=(1, 1))[at] if k else np.zeros((at.size, 0), np.uint8)
+
+        def u(at: np.ndarray, dtype: str) -> np.ndarray:
+            return rows_at(at, np.dtype(dtype).itemsize).view(dtype).reshape(-1)
+
+        length = u(offs + 1, "<u8")
+        if np.any(buf[offs] != Opcode.MESSAGE) or np.any(length < _MESSAGE_HEAD.size) or \
+                np.any(length > n) or np.any(u(offs + 9, "<u2") != cids) or np.any(u(offs + 15, "<u8") != logs):
+            return None
+        ends = offs + _RECORD_HEAD.size + length.astype(np.int64)
+        if np.any(ends[:-1] > offs[1:]) or ends[-1] > n:
+            return None
+        if np.any(logs < window[0]) or np.any(logs > window[1]):
+            return None
+        # the bytes between messages: schema and channel records only, tiling their gap
+        between = np.flatnonzero(ends[:-1] < offs[1:])
+        gaps = [(0, int(offs[0]))] + list(zip(ends[between].tolist(), offs[between + 1].tolist()))
+        definitions = []
+        for a, b in gaps + [(int(ends[-1]), n)]:
+            while a + _RECORD_HEAD.size <= b:
+                opcode, size = _RECORD_HEAD.unpack_from(data, a)
+                e = a + _RECORD_HEAD.size + size
+                if opcode not in (Opcode.SCHEMA, Opcode.CHANNEL) or e > b:
+                    return None
+                body = bytes(data[a + _RECORD_HEAD.size:e])
+                try:
+                    (Schema if opcode == Opcode.SCHEMA else Channel).read(ReadDataStream(io.BytesIO(body)))
+                except Exception:                 # noqa: BLE001
+                    return None
+                definitions.append((a, opcode, body))
+                a = e
+            if a != b and b != n:
+                return None
+        first = {int(c): int(offs[np.argmax(cids == c)]) for c in chans}
+        if definitions:
+            last_def = definitions[-1][0]
+            for c in chans:
+                ch = self.channels.get(c)
+                if (ch is None or not ch.msgtype) and last_def > first[c]:
+                    return None                   # defined (or typed) after its first message
+        elif any(c not in self.channels for c in chans):
+            return None
+        for _, opcode, body in definitions:
+            self._definition(opcode, body)
+        if any(c not in self.channels for c in chans):
+            return None                           # (cannot happen after the checks above)
+        wanted = np.zeros(offs.size, bool)
+        topics = {c: self.channels[c] for c in chans}
+        for c, ch in topics.items():
+            if self.topics is None or ch.topic in self.topics:
+                wanted[cids == c] = True
+        rank = np.cumsum(wanted) - 1
+        out = []
+        for c in sorted(topics, key=first.get):   # (counted in the order the record loop counts)
+            ch = topics[c]
+            sel = np.flatnonzero(cids == c)
+            lt = logs[sel].astype(np.int64)
+            self.owner._seen(ch.topic, ch.msgtype, int(lt.min()), int(sel.size), int(lt.max()))
+            if not wanted[sel[0]]:
+                continue
+            size = length[sel] - _MESSAGE_HEAD.size
+            start = offs[sel] + _RECORD_HEAD.size + _MESSAGE_HEAD.size
+            if np.all(size == size[0]):
+                rows = rows_at(start, int(size[0]))
+            else:
+                rows = [bytes(data[a:a + b]) for a, b in zip(start.tolist(), size.tolist())]
+            out.append(MessageBatch(ch.topic, ch.msgtype, lt, rank[sel].astype(np.int64), rows))
+        return out
 
     def _resync_message(self, data: memoryview, off: int, window: tuple[int, int]) -> int | None:
         """The offset of the next plausible message record in a chunk (a known channel, a log

@@ -12,7 +12,10 @@ accepted message types and which sensors the topic feeds:
 - std_msgs/msg/Float64: a load cell's reading as a plain number (no stamp: the receive time is
   used).
 
-Each decoded reading is (sensor name, stamp in ns, value); malformed messages are counted per
+Each decoded reading is (sensor name, stamp in ns, value); :meth:`InputRouter.decode_rows`
+decodes many messages of one fixed layout at once (:class:`~mbfg_ros.io.cdr_layout.FixedRows`,
+the replay's bulk path) into :class:`ReadingRows` with the same values and the same counts as
+:meth:`InputRouter.decode` message by message. Malformed messages are counted per
 topic with the reason, never raised. The frame and the noise of a gyro come from the config; an
 Imu message whose header.frame_id or angular_velocity_covariance says otherwise is used all the
 same and counted per topic in ``disagreements`` (the node warns once per topic and reason).
@@ -39,6 +42,21 @@ class Reading:
     sensor: str
     stamp_ns: int
     value: np.ndarray
+
+
+@dataclass(frozen=True)
+class ReadingRows:
+    """One sensor's readings from N messages of one layout: stamps (N,) int64 ns, values (N, k);
+    ``rank``: where :meth:`InputRouter.decode` puts them in one message's list of readings."""
+    sensor: str
+    stamp_ns: np.ndarray
+    value: np.ndarray
+    rank: int
+
+
+def axis_component(axis: np.ndarray, x, y, z):
+    """axis . (x, y, z), for numbers or arrays alike (bit for bit the same either way)."""
+    return axis[0] * x + axis[1] * y + axis[2] * z
 
 
 @dataclass
@@ -112,8 +130,8 @@ class InputRouter:
         """{topic: accepted message types}."""
         return {t: r.types for t, r in self.routes.items()}
 
-    def _problem(self, topic: str, reason: str) -> list[Reading]:
-        self.problems.setdefault(topic, Counter())[reason] += 1
+    def _problem(self, topic: str, reason: str, n: int = 1) -> list[Reading]:
+        self.problems.setdefault(topic, Counter())[reason] += n
         return []
 
     def decode(self, topic: str, msgtype: str, msg, receive_ns: int | None = None) -> list[Reading]:
@@ -133,7 +151,7 @@ class InputRouter:
                 return reading
             if msgtype == WRENCH_STAMPED:
                 v = msg.wrench.force if r.load_component == "force" else msg.wrench.torque
-                value = float(r.load_axis @ np.array([v.x, v.y, v.z], float))
+                value = float(axis_component(r.load_axis, float(v.x), float(v.y), float(v.z)))
                 return [Reading(r.load_cell, _stamp_ns(msg), np.array([value]))]
             if msgtype == FLOAT64:
                 if receive_ns is None:
@@ -142,6 +160,85 @@ class InputRouter:
         except (AttributeError, TypeError, ValueError) as exc:
             return self._problem(topic, f"malformed {msgtype}: {exc}")
         return self._problem(topic, f"unsupported type {msgtype}")
+
+    def decode_rows(self, topic: str, msgtype: str, rows, receive_ns: np.ndarray) -> list[ReadingRows]:
+        """The readings in N messages of one layout (:class:`~mbfg_ros.io.cdr_layout.FixedRows`,
+        ``receive_ns`` (N,) their log times): what :meth:`decode` gives message by message,
+        and the same problems and disagreements, counted N times."""
+        N = len(rows)
+        r = self.routes.get(topic)
+        if r is None:
+            self._problem(topic, "not a sensor topic of this config", N)
+            return []
+        if msgtype not in r.types:
+            self._problem(topic, f"message type {msgtype}, expected {' or '.join(r.types)}", N)
+            return []
+        if msgtype == FLOAT64:
+            return [ReadingRows(r.load_cell, np.asarray(receive_ns, np.int64), rows.values("data"), 0)]
+        stamps = rows.stamps_ns()
+        if msgtype == WRENCH_STAMPED:
+            v = rows.values("wrench.force" if r.load_component == "force" else "wrench.torque")
+            value = axis_component(r.load_axis, v[:, 0], v[:, 1], v[:, 2])
+            return [ReadingRows(r.load_cell, stamps, value.reshape(N, 1), 0)]
+        if msgtype == IMU:
+            out = [ReadingRows(r.gyro, stamps, rows.values("angular_velocity"), 0)]
+            self._check_imu_rows(r, rows)
+            return out
+        return self._joint_state_rows(r, rows, stamps)
+
+    def _joint_state_rows(self, r: TopicRoute, rows, stamps: np.ndarray) -> list[ReadingRows]:
+        msg = rows.template
+        N = len(rows)
+        columns = {"position": (len(msg.position), None), "effort": (len(msg.effort), None)}
+        out = []
+        matched = False
+        for i, joint in enumerate(msg.name):
+            for table, what in ((r.encoders, "position"), (r.commands, "effort")):
+                sensor = table.get(joint)
+                if sensor is None:
+                    continue
+                matched = True
+                size, col = columns[what]
+                if i < size:
+                    if col is None:
+                        col = rows.values(what)
+                        columns[what] = (size, col)
+                    out.append(ReadingRows(sensor, stamps, col[:, i:i + 1], len(out)))
+                else:
+                    self._problem(r.topic, f"joint {joint} has no {what}", N)
+        if not matched:
+            self._problem(r.topic, "no joint of this config in the message "
+                                   f"(expected {', '.join(sorted({**r.encoders, **r.commands}))})", N)
+        return out
+
+    def _check_imu_rows(self, r: TopicRoute, rows) -> None:
+        """:meth:`_check_imu` for N messages of one layout."""
+        N = len(rows)
+        frame = rows.template.header.frame_id
+        if frame != r.gyro_frame_id:
+            self._disagree(r.topic, f"header.frame_id {frame!r} differs from the config's frame_id "
+                                    f"{r.gyro_frame_id!r} (the config's frame is used)", N)
+        if len(rows.template.angular_velocity_covariance) != 9:
+            return
+        cov = rows.values("angular_velocity_covariance")
+        given = np.any(cov != 0.0, axis=1)
+        missing = given & (cov[:, 0] == -1.0)
+        if missing.any():
+            self._disagree(r.topic, "angular_velocity_covariance[0] = -1 marks the angular "
+                                    "velocity as not provided (it is used)", int(missing.sum()))
+        rest = given & ~missing
+        if not rest.any():
+            return
+        std = np.sqrt(np.maximum(cov[rest][:, [4 * i for i in r.gyro_axes]], 0.0))
+        off = np.any(np.abs(std - r.gyro_noise) > self.NOISE_TOLERANCE * r.gyro_noise, axis=1)
+        if not off.any():
+            return
+        axes = "".join("xyz"[i] for i in r.gyro_axes)
+        values, counts = np.unique(std[off], axis=0, return_counts=True)
+        for row, n in zip(values, counts):
+            self._disagree(r.topic, f"angular_velocity_covariance gives a noise of "
+                                    f"{', '.join(f'{x:.3g}' for x in row)} rad/s on {axes}, the config "
+                                    f"{r.gyro_noise:.3g} rad/s (the config's noise is used)", int(n))
 
     NOISE_TOLERANCE = 0.05
     """Relative difference between the Imu's standard deviation and the config's noise that is
@@ -169,8 +266,8 @@ class InputRouter:
                                     f"{', '.join(f'{x:.3g}' for x in std)} rad/s on {axes}, the config "
                                     f"{r.gyro_noise:.3g} rad/s (the config's noise is used)")
 
-    def _disagree(self, topic: str, what: str) -> None:
-        self.disagreements.setdefault(topic, Counter())[what] += 1
+    def _disagree(self, topic: str, what: str, n: int = 1) -> None:
+        self.disagreements.setdefault(topic, Counter())[what] += n
 
     def _joint_state(self, r: TopicRoute, msg) -> list[Reading]:
         ns = _stamp_ns(msg)

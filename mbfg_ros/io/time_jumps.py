@@ -31,12 +31,19 @@ Rules, applied to readings in the order they arrive (receive order):
 
 Every reading checked ends in exactly one of: fed (``ok``/``jump``, or released later),
 ``stale``, ``too_old``, ``rejected``, or still held (:attr:`TimeJumps.held`).
+
+:meth:`TimeJumps.check_block` applies the same rules to many readings at once (the offline
+replay): while nothing is held or stale, it finds with numpy the readings that are in line
+(not out of line, not too old), feeds them as one run and only checks reading by reading from
+the first one that is not, so its verdicts and counts are those of :meth:`TimeJumps.check`.
 """
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 JUMP_BACK = 0.1
 """s: a stamp this far before its sensor's newest one is out of line."""
@@ -185,6 +192,104 @@ class TimeJumps:
         if c is not None and (sensor in c.last or self.newest_ns - c.from_ns >= self._hold_ns):
             self._reject_candidate()             # its sensor is back in line, or it is too old
         return "ok"
+
+    SLOW_RUN = 32
+    """Readings checked one by one after one that is not in line, before numpy is tried again."""
+
+    def check_block(self, topics: Sequence[str], sensors: Sequence[str], keys: np.ndarray,
+                    stamps: np.ndarray, item: Callable[[int], Any]) -> list[tuple[str, Any]]:
+        """:meth:`check` for M readings in arrival order: reading i is of sensor
+        ``sensors[keys[i]]`` on topic ``topics[keys[i]]``, stamped ``stamps[i]`` ns; ``item(i)``
+        is what :meth:`released` gives back if it is held. Returns what to do, in order:
+        ``("jump", None)`` (restart the estimator), ``("released", items)`` (feed these held
+        readings), ``("feed", indexes)`` (feed these readings of the block, in this order)."""
+        keys = np.asarray(keys, np.int64)
+        stamps = np.asarray(stamps, np.int64)
+        M = int(stamps.size)
+        events: list[tuple[str, Any]] = []
+        feed: list[np.ndarray] = []
+
+        def flush() -> None:
+            if feed:
+                events.append(("feed", np.concatenate(feed)))
+                feed.clear()
+
+        i, slow_until = 0, 0
+        while i < M:
+            if i >= slow_until and self._candidate is None and not self._stale:
+                f = self._in_line(sensors, keys[i:], stamps[i:])
+                if f:
+                    feed.append(np.arange(i, i + f))
+                    i += f
+                    continue
+                slow_until = i + self.SLOW_RUN
+            k = int(keys[i])
+            verdict = self.check(topics[k], sensors[k], int(stamps[i]), item(i))
+            if verdict in ("ok", "jump"):
+                released = self.released()
+                if verdict == "jump" or released:
+                    flush()
+                if verdict == "jump":
+                    events.append(("jump", None))
+                if released:
+                    events.append(("released", released))
+                feed.append(np.array([i]))
+            i += 1
+        flush()
+        return events
+
+    def _in_line(self, sensors: Sequence[str], keys: np.ndarray, stamps: np.ndarray) -> int:
+        """How many of the readings (from the first on) :meth:`check` finds ``ok`` without a
+        hold, with nothing held or stale; the state is advanced past them."""
+        m = stamps.size
+        t = stamps
+        newest0 = self.newest_ns
+        run = np.maximum.accumulate(t)
+        newest = np.empty(m, np.int64)
+        newest[1:] = run[:-1]
+        has_newest = np.ones(m, bool)
+        if newest0 is None:
+            has_newest[0] = False
+            newest[0] = 0
+        else:
+            newest[0] = newest0
+            newest = np.maximum(newest, newest0)
+        flags = has_newest & (t > newest + self._ahead_ns)
+        if self._lag_ns is not None:
+            flags |= has_newest & (t < newest - self._lag_ns)
+        uniq = sorted(set(sensors))
+        sid = np.array([uniq.index(n) for n in sensors], np.int64)[keys]
+        where: dict[str, np.ndarray] = {}
+        for j, name in enumerate(uniq):
+            pos = np.flatnonzero(sid == j)
+            if not pos.size:
+                continue
+            where[name] = pos
+            tp = t[pos]
+            last = np.empty(pos.size, np.int64)
+            last[1:] = np.maximum.accumulate(tp)[:-1]
+            has_last = np.ones(pos.size, bool)
+            last0 = self._last.get(name)
+            if last0 is None:
+                has_last[0] = False
+                last[0] = 0
+            else:
+                last[0] = last0
+                last = np.maximum(last, last0)
+            if newest0 is None and pos[0] == 0:
+                has_last[0] = False            # (check() tests nothing before a first stamp)
+            flags[pos] |= has_last & (tp < last - self._back_ns)
+        f = int(np.argmax(flags)) if flags.any() else m
+        if f:
+            for name, pos in where.items():
+                pos = pos[pos < f]
+                if pos.size:
+                    hi = int(t[pos].max())
+                    last0 = self._last.get(name)
+                    self._last[name] = hi if last0 is None else max(last0, hi)
+            hi = int(run[f - 1])
+            self.newest_ns = hi if newest0 is None else max(newest0, hi)
+        return f
 
     def _hold(self, h: _Held, direction: str) -> str:
         c = self._candidate

@@ -22,6 +22,7 @@ dense arrays, exact (analytic, from pinocchio) unless its docstring says otherwi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -602,6 +603,13 @@ class Mechanism:
 
     # ----------------------------------------------------------------------------------------
     # kinematics for output
+    @cached_property
+    def joint_transforms(self):
+        """The movable joints' child-in-parent placements for many states at once (TF):
+        :class:`~mbfg_ros.model.joint_transforms.JointTransforms`, built on first use."""
+        from mbfg_ros.model.joint_transforms import JointTransforms
+        return JointTransforms(self)
+
     def link_placements(self, data: MechanismData, q: np.ndarray) -> dict[str, pin.SE3]:
         """Placement of every URDF link in the base frame (for TF)."""
         pin.framesForwardKinematics(self.model, data.pin, q)

@@ -15,8 +15,12 @@ not be read (damage; the places are in ``BagInput.damage``). Only a bag that can
 or that has none of the config's sensor topics, is an error (:class:`~mbfg_ros.errors.MbfgError`,
 one line that lists what the bag holds and what the config expects).
 
-Messages are deserialized one by one here so that one corrupt message is counted instead of
-ending the run, and topics with a wrong type are never deserialized.
+Messages are read in blocks (:meth:`BagInput.batches`): an MCAP chunk's messages of one topic
+that share one fixed layout (:mod:`~mbfg_ros.io.cdr_layout`) are decoded at once as arrays
+(:meth:`~mbfg_ros.io.sensor_inputs.InputRouter.decode_rows`); every other message is
+deserialized one by one, so that one corrupt message is counted instead of ending the run;
+topics with a wrong type are never deserialized. Both paths give the same readings, counts and
+problems; :meth:`BagInput.records` gives them message by message, as the node receives them.
 """
 from __future__ import annotations
 
@@ -26,10 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from mbfg_ros.errors import ConfigError, MbfgError
 from mbfg_ros.io.bag_reader import BagSource
-from mbfg_ros.io.mcap_salvage import McapDamage
-from mbfg_ros.io.sensor_inputs import InputRouter, TopicRoute
+from mbfg_ros.io.cdr_layout import CdrLayout
+from mbfg_ros.io.mcap_salvage import McapDamage, MessageBatch
+from mbfg_ros.io.sensor_inputs import InputRouter, Reading, ReadingRows, TopicRoute
 from mbfg_ros.io.simulation_messages import truth_topics
 from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
@@ -53,6 +60,48 @@ class TopicStats:
     messages: int = 0               # messages read
     readings: int = 0               # readings decoded (one message may hold several)
     problems: Counter = field(default_factory=Counter)   # reason -> messages
+
+
+@dataclass
+class InputBatch:
+    """One block of a bag, decoded: ``sensors``: (topic, readings, message order (N,)) per
+    sensor and layout; ``messages``: (topic, order (n,), log time ns (n,)) of the sensor
+    messages decoded (also those without a reading); ``truth``: (truth topic, log time ns of the
+    first message, FixedRows or one deserialized message), in read order per topic."""
+    sensors: list[tuple[str, ReadingRows, np.ndarray]] = field(default_factory=list)
+    messages: list[tuple[str, np.ndarray, np.ndarray]] = field(default_factory=list)
+    truth: list[tuple[str, int, object]] = field(default_factory=list)
+
+    def message_arrays(self) -> tuple[np.ndarray, list[str], list[int]]:
+        """Every sensor message decoded, in read order: orders (n,), topics, log times ns."""
+        if not self.messages:
+            return np.zeros(0, np.int64), [], []
+        orders = np.concatenate([o for _, o, _ in self.messages])
+        logs = np.concatenate([t for _, _, t in self.messages])
+        which = np.concatenate([np.full(len(o), i) for i, (_, o, _) in enumerate(self.messages)])
+        perm = np.argsort(orders, kind="stable")
+        names = [topic for topic, _, _ in self.messages]
+        return orders[perm], [names[i] for i in which[perm].tolist()], logs[perm].tolist()
+
+    def merged(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The readings in arrival order (message order, then place in the message):
+        (entry (M,) index into ``sensors``, row (M,) within it, message order (M,))."""
+        if not self.sensors:
+            z = np.zeros(0, np.int64)
+            return z, z, z
+        entry = np.concatenate([np.full(len(o), e, np.int64) for e, (_, _, o) in enumerate(self.sensors)])
+        row = np.concatenate([np.arange(len(o), dtype=np.int64) for _, _, o in self.sensors])
+        order = np.concatenate([o for _, _, o in self.sensors])
+        rank = np.concatenate([np.full(len(o), r.rank, np.int64) for _, r, o in self.sensors])
+        perm = np.lexsort((rank, order))
+        return entry[perm], row[perm], order[perm]
+
+
+LEARN_MIN = 8
+"""Messages of one length on one topic (not matching a known layout) worth learning a layout from."""
+
+MAX_LAYOUTS = 4
+"""Layouts learned (or tried) per topic, type and length; the rest is decoded message by message."""
 
 
 def route_sensors(route: TopicRoute) -> tuple[str, ...]:
@@ -96,6 +145,7 @@ class BagInput:
         with BagSource(self.path) as source:     # raises a clear MbfgError for a bad path
             self.bag = {t: dict(v) for t, v in source.topics.items()}
             self.start_ns, self.end_ns = source.start_ns, source.end_ns   # ns, first and last log time
+            self.bulk = source.cdr               # whether fixed layouts are decoded at once (MCAP)
         self.damage = McapDamage()               # what could not be read (after records())
         try:
             self.router = InputRouter(mech, self.remap, namespace="/")
@@ -126,6 +176,7 @@ class BagInput:
             raise MbfgError(self._nothing_to_read())
         self.time_sensors = 0.0         # s spent reading + deserializing + decoding sensor messages
         self.time_truth = 0.0           # s spent reading + deserializing ground truth
+        self._layouts: dict[tuple[str, str, int], list[CdrLayout | None]] = {}
 
     def span_seconds(self) -> float:
         """Log-time span of the bag, s."""
@@ -161,10 +212,17 @@ class BagInput:
                 "Map a config topic to a bag topic with --remap CONFIG_TOPIC:=BAG_TOPIC")
 
     # ----------------------------------------------------------------------------------------
-    def records(self) -> Iterator[tuple[str, str, int, object]]:
-        """(kind, topic, log time ns, payload) in the bag's log-time order: kind ``sensor`` with
-        a list of :class:`~mbfg_ros.io.sensor_inputs.Reading` (possibly empty: the problem is counted), kind ``truth`` with
-        the deserialized message."""
+    def records(self, bulk: bool = True) -> Iterator[tuple[str, str, int, object]]:
+        """(kind, topic, log time ns, payload) in the bag's order: kind ``sensor`` with a list of
+        :class:`~mbfg_ros.io.sensor_inputs.Reading` (possibly empty: the problem is counted) per
+        message, kind ``truth`` with a deserialized message or a
+        :class:`~mbfg_ros.io.cdr_layout.FixedRows` of several (what
+        :meth:`~mbfg_ros.replay.truth.TruthCollector.add` takes). ``bulk``: decoded from
+        :meth:`batches` (the truth of a block after its sensor messages); False: message by
+        message (the reference the bulk path is tested against)."""
+        if bulk:
+            yield from self._records_from_batches()
+            return
         with BagSource(self.path) as source:
             wanted = set(self.stats)
             decode = self.router.decode
@@ -205,6 +263,145 @@ class BagInput:
             unread = st.in_bag - st.messages
             if unread > 0:
                 st.problems[UNREADABLE] += unread
+
+    def _records_from_batches(self) -> Iterator[tuple[str, str, int, object]]:
+        for block in self.batches():
+            t = time.perf_counter()
+            entry, row, order = block.merged()
+            sensors = block.sensors
+            msg_orders, msg_topics, msg_logs = block.message_arrays()
+            starts = np.searchsorted(order, msg_orders, "left").tolist()
+            ends = np.searchsorted(order, msg_orders, "right").tolist()
+            # the Reading objects in arrival order (built with C loops: map, list of row views)
+            flat = np.cumsum([0] + [len(rr.stamp_ns) for _, rr, _ in sensors])[:-1][entry] + row \
+                if sensors else entry
+            stamps = np.concatenate([rr.stamp_ns for _, rr, _ in sensors])[flat].tolist() if sensors else []
+            rows = [list(rr.value) for _, rr, _ in sensors]
+            names = [rr.sensor for _, rr, _ in sensors]
+            readings = list(map(Reading, [names[e] for e in entry.tolist()], stamps,
+                                [rows[e][r] for e, r in zip(entry.tolist(), row.tolist())]))
+            records = [(SENSOR, topic, log_ns, readings[a:b])
+                       for topic, log_ns, a, b in zip(msg_topics, msg_logs, starts, ends)]
+            records += [(TRUTH, topic, log_ns, payload) for topic, log_ns, payload in block.truth]
+            self.time_sensors += time.perf_counter() - t
+            yield from records
+
+    def batches(self) -> Iterator[InputBatch]:
+        """The bag in decoded blocks (see :class:`InputBatch`), with the counts and problems
+        :meth:`records` gives (complete when exhausted)."""
+        perf = time.perf_counter
+        with BagSource(self.path) as source:
+            blocks = source.batches(set(self.stats))
+            while True:
+                t0 = perf()
+                block = next(blocks, None)
+                read = perf() - t0
+                if block is None:
+                    break
+                out = InputBatch()
+                n_sensor = n_truth = 0
+                for b in block:
+                    st = self.stats[b.topic]
+                    st.messages += len(b)
+                    t1 = perf()
+                    if st.role == SENSOR:
+                        self._sensor_batch(source, st, b, out)
+                        self.time_sensors += perf() - t1
+                        n_sensor += len(b)
+                    else:
+                        self._truth_batch(source, st, b, out)
+                        self.time_truth += perf() - t1
+                        n_truth += len(b)
+                share = n_sensor / max(n_sensor + n_truth, 1)
+                self.time_sensors += read * share
+                self.time_truth += read * (1.0 - share)
+                yield out
+            self.damage = source.damage
+        for st in self.stats.values():              # held by the bag, never read: counted
+            unread = st.in_bag - st.messages
+            if unread > 0:
+                st.problems[UNREADABLE] += unread
+
+    def _fixed(self, source: BagSource, b: MessageBatch) -> tuple[list[tuple[np.ndarray, CdrLayout]], np.ndarray]:
+        """([(message indexes, layout)], the other indexes) of a batch: which messages are
+        decoded at once with which layout (learned from the first message of each kind)."""
+        N = len(b)
+        rest = np.arange(N)
+        if not source.cdr or not isinstance(b.data, np.ndarray) or N == 0:
+            return [], rest
+        layouts = self._layouts.setdefault((b.topic, b.msgtype, b.data.shape[1]), [])
+        out = []
+        for layout in layouts:
+            if layout is None or not rest.size:
+                continue
+            ok = layout.matches(b.data[rest])
+            if ok.any():
+                out.append((rest[ok], layout))
+                rest = rest[~ok]
+        while rest.size >= LEARN_MIN and len(layouts) < MAX_LAYOUTS:
+            layout = CdrLayout.learn(b.raw(int(rest[0])), b.msgtype, source.deserialize, source.serialize)
+            layouts.append(layout)
+            if layout is None:
+                break
+            ok = layout.matches(b.data[rest])
+            out.append((rest[ok], layout))
+            rest = rest[~ok]
+        return out, rest
+
+    def _sensor_batch(self, source: BagSource, st: TopicStats, b: MessageBatch, out: InputBatch) -> None:
+        topic, msgtype = b.topic, b.msgtype
+        decode = self.router.decode
+        if msgtype not in st.expected:
+            for log_ns in b.log_ns.tolist():
+                decode(topic, msgtype, None, log_ns)            # counted by type
+            out.messages.append((topic, b.order, b.log_ns))
+            return
+        fixed, rest = self._fixed(source, b)
+        for idx, layout in fixed:
+            rows = layout.decode(b.data[idx])
+            orders = b.order[idx]
+            for rr in self.router.decode_rows(topic, msgtype, rows, b.log_ns[idx]):
+                out.sensors.append((topic, rr, orders))
+                st.readings += len(orders)
+            out.messages.append((topic, orders, b.log_ns[idx]))
+        for i in rest.tolist():
+            o, log_ns = int(b.order[i]), int(b.log_ns[i])
+            try:
+                msg = source.deserialize(b.raw(i), msgtype)
+            except Exception as exc:            # noqa: BLE001 - any corrupt message
+                st.problems[f"cannot deserialize {msgtype}: {type(exc).__name__}"] += 1
+                continue
+            payload = decode(topic, msgtype, msg, log_ns)
+            st.readings += len(payload)
+            for rank, r in enumerate(payload):
+                value = np.asarray(r.value, float).reshape(1, -1)
+                out.sensors.append((topic, ReadingRows(r.sensor, np.array([r.stamp_ns], np.int64), value, rank),
+                                    np.array([o], np.int64)))
+            out.messages.append((topic, np.array([o], np.int64), np.array([log_ns], np.int64)))
+
+    def _truth_batch(self, source: BagSource, st: TopicStats, b: MessageBatch, out: InputBatch) -> None:
+        msgtype = b.msgtype
+        if msgtype not in st.expected:
+            st.problems[f"message type {msgtype}, expected {st.expected[0]}"] += len(b)
+            return
+        topic = st.config_topic or b.topic
+        fixed, _ = self._fixed(source, b)
+        layout_of = np.full(len(b), -1)
+        for k, (idx, _) in enumerate(fixed):
+            layout_of[idx] = k
+        # runs of one layout (or of single messages) in read order, so the truth keeps its order
+        cuts = np.flatnonzero((np.diff(layout_of) != 0) | (layout_of[1:] < 0)) + 1
+        for a, e in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(b)].tolist()):
+            k = int(layout_of[a])
+            if k >= 0:
+                out.truth.append((topic, int(b.log_ns[a]), fixed[k][1].decode(b.data[a:e])))
+                continue
+            try:
+                msg = source.deserialize(b.raw(a), msgtype)
+            except Exception as exc:            # noqa: BLE001
+                st.problems[f"cannot deserialize {msgtype}: {type(exc).__name__}"] += 1
+                continue
+            out.truth.append((topic, int(b.log_ns[a]), msg))
 
     def state(self) -> dict:
         """What reading changed (counts, problems, times): to hand over from another process."""

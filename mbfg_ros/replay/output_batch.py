@@ -64,10 +64,14 @@ class BatchMessages:
             w = cells[:, k:k + 1] * axis
             z = np.zeros((N, 3))
             out[f"cell{k}"] = [w, z] if cell.config.component == "force" else [z, w]
-        tfv = np.zeros((N, 7 * len(self.tf_pairs)))
-        for i in range(N):
-            tfv[i] = np.concatenate([transform_values(M) for _, _, M in
-                                     tf_placements(mech, self.data, q[i])]) if self.tf_pairs else tfv[i]
+        jt = mech.joint_transforms
+        if jt.ok:
+            tfv = jt.values(q).reshape(N, -1)
+        else:
+            tfv = np.zeros((N, 7 * len(self.tf_pairs)))
+            for i in range(N):
+                tfv[i] = np.concatenate([transform_values(M) for _, _, M in
+                                         tf_placements(mech, self.data, q[i])]) if self.tf_pairs else tfv[i]
         out["tf"] = [tfv]
         return out
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import time
-from array import array
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from mbfg_ros.io.sensor_inputs import InputRouter
 from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
 from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
-from mbfg_ros.replay.bag_input import SENSOR, BagInput
+from mbfg_ros.replay.bag_input import BagInput, InputBatch
 from mbfg_ros.replay.estimate_log import EstimateSeries
 from mbfg_ros.replay.output_batch import BatchMessages, write_keyframe
 from mbfg_ros.replay.output_bag import OutputBag
@@ -66,6 +65,64 @@ def _series(mech: Mechanism, lay, chunks: list[tuple]) -> EstimateSeries:
         std=np.full((N, 2 * len(mech.dof)), np.nan), closure_force=F, closure_torque=T, load_cells=cells)
 
 
+def read_eras(inp: BagInput, jumps: TimeJumps, health: Health,
+              truth: TruthCollector | None) -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """Every reading of the bag per era (a time jump starts one) and sensor: stamps (N,) int64
+    ns and values (N, k), in the order the online replay feeds them (the time-jump rules applied
+    in bulk: :meth:`~mbfg_ros.io.time_jumps.TimeJumps.check_block`); the truth into ``truth``."""
+    eras_raw: list[dict[str, tuple[list, list]]] = [{}]
+
+    def keep(sensor: str, ts: np.ndarray, ys: np.ndarray) -> None:
+        tl, yl = eras_raw[-1].setdefault(sensor, ([], []))
+        tl.append(ts)
+        yl.append(ys)
+
+    perf = time.perf_counter
+    for block in inp.batches():
+        _read_block(block, jumps, health, eras_raw, keep)
+        t0 = perf()
+        for topic, _, payload in block.truth if truth is not None else ():
+            truth.add(topic, payload)
+        inp.time_truth += perf() - t0
+    return [{s: (np.concatenate(tl), np.concatenate(yl)) for s, (tl, yl) in era.items()} for era in eras_raw]
+
+
+def _read_block(block: InputBatch, jumps: TimeJumps, health: Health, eras_raw: list, keep) -> None:
+    """The readings of one block, checked for time jumps in arrival order, kept per era and
+    sensor in the order they are fed (as the online replay feeds them)."""
+    entry, row, _ = block.merged()
+    if not entry.size:
+        return
+    rows = [rr for _, rr, _ in block.sensors]
+    names = [rr.sensor for rr in rows]
+    topics = [topic for topic, _, _ in block.sensors]
+    stamps = np.concatenate([rr.stamp_ns for rr in rows])[np.cumsum([0] + [len(rr.stamp_ns) for rr in rows])[:-1][entry] + row]
+    events = jumps.check_block(topics, names, entry, stamps,
+                               lambda i: (names[entry[i]], int(stamps[i]), rows[entry[i]].value[row[i]]))
+    for kind, x in events:
+        if kind == "jump":
+            eras_raw.append({})
+            health.resets += 1
+            health.last_reset = jumps.jumps[-1].reason
+        elif kind == "released":
+            for sensor, t, y in x:
+                keep(sensor, np.array([t], np.int64), np.asarray(y, float).reshape(1, -1))
+        elif x.size == entry.size and len(set(names)) == len(names):
+            for rr in rows:                   # all fed in order, one entry per sensor
+                keep(rr.sensor, rr.stamp_ns, rr.value)
+        else:
+            e, r = entry[x], row[x]
+            for sensor in dict.fromkeys(names):
+                ks = [k for k, n in enumerate(names) if n == sensor]
+                sel = np.flatnonzero(np.isin(e, ks))
+                if not sel.size:
+                    continue
+                values = np.concatenate([rows[k].value for k in ks])       # this sensor's entries
+                base = np.zeros(len(rows), np.int64)
+                base[ks] = np.cumsum([0] + [len(rows[k].value) for k in ks])[:-1]
+                keep(sensor, stamps[x[sel]], values[base[e[sel]] + r[sel]])
+
+
 def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None = None,
                smoothing: SmoothingOptions | None = None) -> ReplayResult:
     """Smooth ``bag`` offline with ``mech``'s estimator settings (``options.lagged`` and
@@ -82,28 +139,9 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     counts: dict[str, SensorCounts] = {}
     health = Health()
 
-    # 1. read: every reading per era, as the online replay checks it, into compact arrays
-    # (stamps int64 ns, values float64: 16 bytes per scalar reading)
-    eras_raw: list[dict[str, tuple[array, array]]] = [{}]
-    for kind, topic, _, payload in inp.records():
-        if kind == SENSOR:
-            for reading in payload:
-                verdict = jumps.check(topic, reading.sensor, reading.stamp_ns, (topic, reading))
-                if verdict in ("stale", "too_old", "held"):
-                    continue
-                if verdict == "jump":
-                    eras_raw.append({})
-                    health.resets += 1
-                    health.last_reset = jumps.jumps[-1].reason
-                for _, r in (*jumps.released(), (topic, reading)):
-                    ts, ys = eras_raw[-1].get(r.sensor) or eras_raw[-1].setdefault(r.sensor, (array("q"), array("d")))
-                    ts.append(r.stamp_ns)
-                    ys.extend(np.atleast_1d(r.value).astype(float, copy=False))
-        else:
-            t0 = perf()
-            truth.add(topic, payload)
-            inp.time_truth += perf() - t0
-    stamps = [min(v[0]) for era in eras_raw for v in era.values() if len(v[0])]
+    # 1. read: every reading per era, as the online replay checks it, into arrays
+    eras_raw = read_eras(inp, jumps, health, truth)
+    stamps = [int(v[0].min()) for era in eras_raw for v in era.values() if len(v[0])]
     if not stamps:
         raise MbfgError(f"nothing could be estimated from {str(bag)!r}: no usable sensor reading")
     epoch = (min(stamps) // 1_000_000_000) * 1_000_000_000
@@ -137,8 +175,8 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             readings = Readings()
             first, last = math.inf, -math.inf
             for sensor, (ts, ys) in raw.items():
-                t = (np.frombuffer(ts, np.int64) - epoch) * 1e-9
-                y = np.frombuffer(ys, float).reshape(t.size, -1)
+                t = (ts - epoch) * 1e-9
+                y = ys.reshape(t.size, -1)
                 if sensor.startswith("command:"):
                     readings.commands[sensor[len("command:"):]] = (t, y)
                 else:

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mbfg_ros.io.cdr_layout import FixedRows
 from mbfg_ros.io.messages import joint_values, time_to_ns
+from mbfg_ros.io.sensor_inputs import axis_component
 from mbfg_ros.io.simulation_messages import truth_topics
 from mbfg_ros.model.mechanism import Mechanism
 
@@ -84,6 +86,10 @@ class TruthCollector:
         return idx
 
     def add(self, topic: str, msg) -> None:
+        """One truth message of ``topic`` (or N of one layout: :class:`FixedRows`)."""
+        if isinstance(msg, FixedRows):
+            self.add_rows(topic, msg)
+            return
         ts, ys = self._data[topic]
         if topic == self.js_topic:
             idx = self._columns(msg.name)
@@ -104,10 +110,43 @@ class TruthCollector:
         else:
             cell = self.mech.load_cells[self.cell_topics[topic]]
             w = msg.wrench.force if cell.config.component == "force" else msg.wrench.torque
-            vals = (float(cell.axis @ np.array([w.x, w.y, w.z])),)
+            vals = (float(axis_component(cell.axis, float(w.x), float(w.y), float(w.z))),)
         stamp = time_to_ns(msg.header.stamp)
         ys.extend(np.asarray(vals, float))
         ts.append(stamp)
+
+    def add_rows(self, topic: str, rows: FixedRows) -> None:
+        """:meth:`add` for N messages of one layout at once (the same values, counts and order)."""
+        ts, ys = self._data[topic]
+        msg = rows.template
+        N = len(rows)
+        if topic == self.js_topic:
+            idx = self._columns(msg.name)
+            if idx is None:
+                self.unmatched += N
+                return
+            eff = rows.values("effort")[:, idx] if len(msg.effort) else np.zeros((N, idx.size))
+            vals = np.hstack((rows.values("position")[:, idx], rows.values("velocity")[:, idx], eff))
+        elif topic == self.acc_topic:
+            cols = []
+            index = {n: i for i, n in enumerate(msg.joint_names)}
+            for joint in self.mech.joint_names:
+                i = index.get(joint)
+                names = list(msg.interface_values[i].interface_names) if i is not None and \
+                    i < len(msg.interface_values) else []
+                if "acceleration" not in names or names.index("acceleration") >= len(msg.interface_values[i].values):
+                    self.unmatched += N
+                    return
+                cols.append(rows.values(f"interface_values.{i}.values")[:, names.index("acceleration")])
+            vals = np.stack(cols, axis=1) if cols else np.zeros((N, 0))
+        elif topic in self.closure_topics:
+            vals = np.hstack((rows.values("wrench.force"), rows.values("wrench.torque")))
+        else:
+            cell = self.mech.load_cells[self.cell_topics[topic]]
+            w = rows.values("wrench.force" if cell.config.component == "force" else "wrench.torque")
+            vals = axis_component(cell.axis, w[:, 0], w[:, 1], w[:, 2]).reshape(N, 1)
+        ys.frombytes(np.ascontiguousarray(vals, float).tobytes())
+        ts.frombytes(np.ascontiguousarray(rows.stamps_ns(), np.int64).tobytes())
 
     def state(self) -> tuple:
         """The collected messages (to hand over from another process)."""

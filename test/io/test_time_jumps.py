@@ -3,6 +3,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+import pytest
+
 from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
 
 MS = 1_000_000
@@ -154,3 +157,78 @@ def test_every_reading_ends_in_exactly_one_place():
     dropped = sum(j.stale.values()) + sum(j.too_old.values()) + sum(j.rejected.values())
     assert fed + dropped + j.held == checked
     assert j.rejected and j.jumps
+
+
+# ------------------------------------------------------------------------------------------------
+# check_block: the same verdicts and counts as check, reading by reading
+def _stream(seed: int, n: int = 3000):
+    """Readings of three sensors on two topics with loops, forward jumps, isolated bad stamps,
+    pauses, a lagging sensor and jitter: (keys, stamps ns)."""
+    rng = np.random.default_rng(seed)
+    keys, stamps, t = [], [], 0
+    for i in range(n):
+        t += MS
+        k = int(rng.integers(3))
+        s = t + int(rng.normal(0, 2 * MS))
+        r = rng.random()
+        if r < 0.002:
+            t -= int(rng.uniform(0.5, 3.0) * 1e9)          # a loop / clock reset
+        elif r < 0.004:
+            t += int(rng.uniform(0.6, 5.0) * 1e9)          # a pause or a jump forwards
+        elif r < 0.008:
+            s += int(rng.choice([-1, 1]) * rng.uniform(0.2, 10.0) * 1e9)   # one bad stamp
+        elif r < 0.010:
+            s -= int(rng.uniform(1.0, 4.0) * 1e9)          # a lagging reading
+        if k == 2 and 500 <= i < 2000:
+            s -= int(0.6 * MS * (min(i, 1500) - 500))    # the cell lags by up to 0.6 s
+        keys.append(k)
+        stamps.append(s)
+    return np.array(keys), np.array(stamps, np.int64)
+
+
+TOPICS, SENSORS = ("/e", "/e", "/c"), ("enc1", "enc2", "cell")
+
+
+def _reference(j: TimeJumps, keys, stamps):
+    fed, jumps = [], []
+    for i, (k, t) in enumerate(zip(keys.tolist(), stamps.tolist())):
+        v = j.check(TOPICS[k], SENSORS[k], t, i)
+        if v == "jump":
+            jumps.append(len(fed))
+        if v in ("ok", "jump"):
+            fed += j.released() + [i]
+    return fed, jumps
+
+
+def _blocked(j: TimeJumps, keys, stamps, size: int):
+    fed, jumps = [], []
+    for a in range(0, keys.size, size):
+        events = j.check_block(TOPICS, SENSORS, keys[a:a + size], stamps[a:a + size], lambda i, a=a: a + i)
+        for kind, x in events:
+            if kind == "jump":
+                jumps.append(len(fed))
+            elif kind == "released":
+                fed += list(x)
+            else:
+                fed += (np.asarray(x) + a).tolist()
+    return fed, jumps
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("lag", [None, 0.3])
+def test_check_block_gives_the_verdicts_and_counts_of_check(seed, lag):
+    keys, stamps = _stream(seed)
+    for size in (1, 97, 5000):
+        a, b = TimeJumps(max_lag=lag), TimeJumps(max_lag=lag)
+        assert _blocked(b, keys, stamps, size) == _reference(a, keys, stamps)
+        for what in ("stale", "too_old", "rejected", "by_sensor", "jumps"):
+            assert getattr(a, what) == getattr(b, what), what
+        assert (a.held, a.newest_ns, a._last) == (b.held, b.newest_ns, b._last)
+
+
+def test_check_block_of_steady_readings_is_one_feed():
+    keys = np.tile([0, 1, 2], 1000)
+    stamps = np.repeat(np.arange(1000, dtype=np.int64) * MS, 3)
+    j = TimeJumps()
+    assert [(k, x.tolist()) for k, x in j.check_block(TOPICS, SENSORS, keys, stamps, int)] == \
+        [("feed", list(range(3000)))]

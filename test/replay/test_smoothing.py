@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 import pytest
 
 from support.replay_bags import simulated_bag
@@ -94,3 +96,81 @@ def test_a_looping_bag_is_smoothed_era_by_era(tmp_path):
     # the same data each time: the same smoothed states
     q = res.estimates.q.reshape(3, 201, -1)
     assert np.abs(q[1] - q[0]).max() < 1e-9 and np.abs(q[2] - q[0]).max() < 1e-9
+
+
+# ------------------------------------------------------------------------------------------------
+# step 1 (reading) in bulk: the readings per era and the time-jump counts of the per-reading path
+def _eras_per_reading(inp, jumps, truth):
+    """The reference: every reading checked one by one (as the online replay does)."""
+    from mbfg_ros.replay.bag_input import SENSOR
+    eras = [{}]
+    for kind, topic, _, payload in inp.records(bulk=False):
+        if kind != SENSOR:
+            truth.add(topic, payload)
+            continue
+        for reading in payload:
+            verdict = jumps.check(topic, reading.sensor, reading.stamp_ns, (topic, reading))
+            if verdict in ("stale", "too_old", "held"):
+                continue
+            if verdict == "jump":
+                eras.append({})
+            for _, r in (*jumps.released(), (topic, reading)):
+                ts, ys = eras[-1].setdefault(r.sensor, ([], []))
+                ts.append(r.stamp_ns)
+                ys.append(np.asarray(r.value, float))
+    return [{s: (np.array(ts, np.int64), np.stack(ys)) for s, (ts, ys) in era.items()} for era in eras]
+
+
+def _assert_read_eras_equal(bag, mech, lag: float = 1.0):
+    from mbfg_ros.estimation.outputs import Health
+    from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
+    from mbfg_ros.replay.bag_input import BagInput
+    from mbfg_ros.replay.smoothing import read_eras
+    from mbfg_ros.replay.truth import TruthCollector
+    runs = []
+    for bulk in (False, True):
+        inp, jumps, truth = BagInput(bag, mech), TimeJumps(max_lag=lagging_limit(lag)), TruthCollector(mech)
+        health = Health()
+        eras = read_eras(inp, jumps, health, truth) if bulk else _eras_per_reading(inp, jumps, truth)
+        runs.append((eras, jumps, truth, inp, health))
+    (a, ja, ta, ia, _), (b, jb, tb, ib, hb) = runs
+    assert len(a) == len(b) == len(ja.jumps) + 1 == hb.resets + 1
+    for ea, eb in zip(a, b):
+        assert list(ea) == list(eb)
+        for s in ea:
+            assert ea[s][0].tolist() == eb[s][0].tolist()
+            assert ea[s][1].tobytes() == eb[s][1].reshape(ea[s][1].shape).tobytes()
+    for what in ("jumps", "stale", "too_old", "rejected", "by_sensor"):
+        assert getattr(ja, what) == getattr(jb, what), what
+    assert ja.held == jb.held
+    assert {t: (bytes(x), bytes(y)) for t, (x, y) in ta._data.items()} == \
+        {t: (bytes(x), bytes(y)) for t, (x, y) in tb._data.items()}
+    assert ia.problems() == ib.problems()
+    return ja
+
+
+def test_reading_in_bulk_gives_the_eras_and_counts_of_the_per_reading_checks(tmp_path, bag):
+    from test_bad_bags import shifted
+    from support.replay_bags import simulated_messages, write_bag
+    mech = config_mechanism("four_bar")
+    _assert_read_eras_equal(bag, mech)
+    messages = simulated_messages("four_bar", duration=1.0)
+    span = messages[-1].log_time_ns - messages[0].log_time_ns + 1_000_000
+    t0 = messages[0].log_time_ns
+
+    def cell_at(m, lo, hi):
+        return m.topic.endswith("wrench") and lo <= (m.log_time_ns - t0) / 1e9 < hi
+
+    # the load cell lags: silent from 0.3 s to 0.95 s, then its readings of 0.2-0.3 s arrive
+    late = [m for m in messages if cell_at(m, 0.2, 0.3)]
+    first = [m for m in messages if not cell_at(m, 0.2, 0.95)]
+    at = next(i for i, m in enumerate(first) if m.log_time_ns - t0 >= 950_000_000)
+    first = first[:at] + late + first[at:]
+    # back by 4 s (the cell goes on in the old time for a while: stale), then 30 s ahead
+    again = [shifted(m, -4.0, m.log_time_ns + span) if not cell_at(m, 0.0, 0.05) else
+             shifted(m, 1.0, m.log_time_ns + span) for m in messages]
+    bad = first + again + [shifted(m, 30.0, m.log_time_ns + 2 * span) for m in messages]
+    for k in (100, 777, 1500):                                                # isolated bad stamps
+        bad[k] = shifted(bad[k], [1000.0, -0.5, 3.0][k % 3], bad[k].log_time_ns)
+    jumps = _assert_read_eras_equal(write_bag(tmp_path / "jumps", bad), mech, lag=0.1)
+    assert len(jumps.jumps) == 2 and jumps.rejected and jumps.stale and jumps.too_old
