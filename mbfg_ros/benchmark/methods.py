@@ -64,8 +64,8 @@ METHODS: dict[str, MethodSpec] = {m.key: m for m in (
     MethodSpec("mbfg_lagged", "mbfg lagged", "mbfg", "mbfg"),
     MethodSpec("mbfg_online_g", "mbfg online+g", "mbfg", "mbfg_g"),
     MethodSpec("mbfg_lagged_g", "mbfg lagged+g", "mbfg", "mbfg_g"),
-    MethodSpec("mbfg_default", "mbfg default online", "mbfg", "mbfg_default"),
-    MethodSpec("mbfg_default_lagged", "mbfg default lagged", "mbfg", "mbfg_default"),
+    MethodSpec("mbfg_default", "mbfg default", "mbfg", "mbfg_default"),
+    MethodSpec("mbfg_default_lagged", "mbfg default lag", "mbfg", "mbfg_default"),
 )}
 BASELINES = tuple(k for k, m in METHODS.items() if m.kind == "baseline")
 
