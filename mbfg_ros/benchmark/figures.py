@@ -26,7 +26,8 @@ STYLE = {"dekf": ("tab:blue", "o", "-"), "ukf": ("tab:orange", "s", "-"),
          "error_ekf": ("tab:green", "^", "-"), "cekf": ("tab:olive", "d", "-"),
          "batch": ("black", "D", ":"),
          "mbfg_online": ("tab:purple", "v", "--"), "mbfg_lagged": ("tab:brown", "<", "--"),
-         "mbfg_online_g": ("tab:red", "P", "-"), "mbfg_lagged_g": ("tab:pink", "X", "-")}
+         "mbfg_online_g": ("tab:red", "P", "-"), "mbfg_lagged_g": ("tab:pink", "X", "-"),
+         "mbfg_default": ("black", "*", "-"), "mbfg_default_lagged": ("tab:gray", "*", ":")}
 DPI = 72
 
 

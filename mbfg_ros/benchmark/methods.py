@@ -16,6 +16,7 @@ Methods (keys for ``--methods``):
 | batch | reference: Levenberg-Marquardt over the whole recording, mbfg_ros factors (paper 3.4) |
 | mbfg_online, mbfg_lagged | mbfg_ros: newest estimate per keyframe; estimate smoothed over the lag |
 | mbfg_online_g, mbfg_lagged_g | the same with online gravity estimation |
+| mbfg_default, mbfg_default_lagged | mbfg_ros with the rig's ONE default configuration (estimator_tuning.rig_default: gravity and the model-error force where encoders see every DOF) |
 
 The online and lagged variants come from one estimator run (``lagged=True``) and share its
 CPU time. The lagged track is ``pop_lagged()`` during the run plus ``smoothed_window()`` at
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mbfg_ros.benchmark.estimator_tuning import estimator_config
+from mbfg_ros.benchmark.estimator_tuning import estimator_config, rig_estimator_config
 from mbfg_ros.benchmark.observers.cekf import CEKF
 from mbfg_ros.benchmark.observers.dekf import DEKF
 from mbfg_ros.benchmark.observers.diekf_pm import DIEKFpm
@@ -63,6 +64,8 @@ METHODS: dict[str, MethodSpec] = {m.key: m for m in (
     MethodSpec("mbfg_lagged", "mbfg lagged", "mbfg", "mbfg"),
     MethodSpec("mbfg_online_g", "mbfg online+g", "mbfg", "mbfg_g"),
     MethodSpec("mbfg_lagged_g", "mbfg lagged+g", "mbfg", "mbfg_g"),
+    MethodSpec("mbfg_default", "mbfg default", "mbfg", "mbfg_default"),
+    MethodSpec("mbfg_default_lagged", "mbfg default lag", "mbfg", "mbfg_default"),
 )}
 BASELINES = tuple(k for k, m in METHODS.items() if m.kind == "baseline")
 
@@ -74,7 +77,8 @@ class RunData:
     model: the cell's (wrong) Mechanism; samples: the sensor samples in arrival order;
     readings[k]: the (sensor, value) pairs taken at step k (stamp = k dt); steps, dt (s);
     dynamics_noise / dynamics_noise_g: the mbfg_ros dynamics noise (N m per coordinate) without /
-    with online gravity estimation (:mod:`mbfg_ros.benchmark.estimator_tuning`).
+    with online gravity estimation (:mod:`mbfg_ros.benchmark.estimator_tuning`); rig:
+    (mechanism, sensor set) of the cell, for the rig's default configuration.
     """
     model: Mechanism
     samples: list[Sample]
@@ -83,6 +87,7 @@ class RunData:
     dt: float
     dynamics_noise: float = 1.0
     dynamics_noise_g: float = 1.0
+    rig: tuple[str, str] = ("", "")
 
 
 @dataclass
@@ -121,6 +126,11 @@ def run_group(group: str, data: RunData) -> dict[str, Track]:
         return {"batch": _run_batch(data)}
     if group in ("mbfg", "mbfg_g"):
         return _run_mbfg(data, estimate_gravity=group == "mbfg_g")
+    if group == "mbfg_default":
+        cfg = rig_estimator_config(data.model, data.rig[0], data.rig[1], data.dt)
+        out = _run_mbfg(data, estimate_gravity=cfg.estimate_gravity, cfg=cfg)
+        return {"mbfg_default": next(v for k, v in out.items() if k.startswith("mbfg_online")),
+                "mbfg_default_lagged": next(v for k, v in out.items() if k.startswith("mbfg_lagged"))}
     raise KeyError(group)
 
 
@@ -151,9 +161,12 @@ def _track_from_estimates(estimates, data: RunData, cpu: float, info: dict) -> T
     return Track(q, v, a, lam, cpu, held, info)
 
 
-def _run_mbfg(data: RunData, estimate_gravity: bool) -> dict[str, Track]:
-    sigma = data.dynamics_noise_g if estimate_gravity else data.dynamics_noise
-    cfg = estimator_config(data.model, estimate_gravity, data.dt, sigma)
+def _run_mbfg(data: RunData, estimate_gravity: bool, cfg=None) -> dict[str, Track]:
+    """The online and lagged tracks of one estimator run (``cfg``: its settings, default the
+    variant's of estimator_tuning)."""
+    if cfg is None:
+        sigma = data.dynamics_noise_g if estimate_gravity else data.dynamics_noise
+        cfg = estimator_config(data.model, estimate_gravity, data.dt, sigma)
     est = Estimator(data.model, cfg, lagged=True, freeze_gc=False)
     online, lagged = [], []
     t0 = time.process_time()
@@ -174,7 +187,8 @@ def _run_mbfg(data: RunData, estimate_gravity: bool) -> dict[str, Track]:
             "relinearizations": h.relinearizations, "latency_ms_mean": mean,
             "latency_ms_p99": p99, "latency_ms_max": worst,
             "gravity_scale": online[-1].gravity_scale if online else float("nan"),
-            "dynamics_noise": cfg.noise.dynamics}
+            "dynamics_noise": cfg.noise.dynamics, "model_error_random_walk": cfg.model_error.random_walk,
+            "estimate_gravity": cfg.estimate_gravity}
     suffix = "_g" if estimate_gravity else ""
     return {f"mbfg_online{suffix}": _track_from_estimates(online, data, cpu, info),
             f"mbfg_lagged{suffix}": _track_from_estimates(lagged, data, cpu, dict(info))}

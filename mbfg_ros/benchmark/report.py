@@ -22,7 +22,8 @@ FIGURES = ("position", "velocity", "acceleration", "force", "cpu", "position_las
 TABLE_METRICS = (("position", "position RMSE (rad)"), ("velocity", "velocity RMSE (rad/s)"),
                  ("acceleration", "acceleration RMSE (rad/s^2)"))
 COST_METRICS = (("force", "closure force RMSE (N)"), ("cpu", "CPU per step (ms)"))
-MBFG_VARIANTS = ("mbfg_online", "mbfg_lagged", "mbfg_online_g", "mbfg_lagged_g")
+MBFG_VARIANTS = ("mbfg_online", "mbfg_lagged", "mbfg_online_g", "mbfg_lagged_g", "mbfg_default",
+                 "mbfg_default_lagged")
 
 
 @dataclass

@@ -61,7 +61,7 @@ def run_data(options: GridOptions, cell: Cell, seed: int) -> tuple[RunData, Trut
     noise = options.dynamics_noise or dynamics_noise(cell.mechanism, cell.sensors, False)
     noise_g = options.dynamics_noise_g or dynamics_noise(cell.mechanism, cell.sensors, True)
     return RunData(model, samples, readings_by_step(samples, steps, options.dt), steps, options.dt,
-                   noise, noise_g), truth
+                   noise, noise_g, (cell.mechanism, cell.sensors)), truth
 
 
 def run_one(options: GridOptions, cell: Cell, seed: int, methods: Iterable[str]) -> dict:

@@ -64,7 +64,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seeds", type=int, metavar="N", help="runs per cell (sensor-noise seeds)")
     g.add_argument("--duration", type=float, metavar="S", help="simulated seconds per run")
     g.add_argument("--methods", type=_list(str), metavar="LIST",
-                   help="dekf, ukf, error_ekf, diekf_pm, cekf, batch, mbfg_online, mbfg_lagged, mbfg_online_g, mbfg_lagged_g")
+                   help="dekf, ukf, error_ekf, diekf_pm, cekf, batch, mbfg_online, mbfg_lagged, mbfg_online_g, "
+                   "mbfg_lagged_g, mbfg_default, mbfg_default_lagged (the rig's one default configuration)")
     g.add_argument("--fail-threshold", type=float, metavar="RAD",
                    help="a run fails when its DOF position RMSE over the last half exceeds this (default 0.1)")
     g.add_argument("--first-seed", type=int, metavar="K",

@@ -31,6 +31,7 @@ class StateParts:
     b: ca.SX
     gravity_scale: ca.SX | float
     mass_scale: ca.SX | float
+    e: ca.SX | None = None             # model-error forces on the DOF (layout.E)
 
 
 def wrap_angle(e):

@@ -8,9 +8,12 @@ Rows, in order:
 1. integration of q and v over the step (trapezoidal, Hermite or Euler), whitened by the
    integration noise (raised to the truncation error at ``mechanism.top_speed``, see
    :mod:`mbfg_ros.model.speed`);
-2. the random walk of the slow states (unknown inputs, gyro biases, gravity / mass scale);
+2. the random walk of the slow states (unknown inputs, model-error forces, gyro biases, log
+   gravity / mass scale);
 3. at x1: the loop closures at position, velocity and acceleration level and the equations of
-   motion ``M a + h + F(v) - tau - B u - Phi_q^T lam = 0`` (with the gravity / mass scale);
+   motion ``M a + h + F(v) - tau - B u - B_e e - Phi_q^T lam = 0`` (with the gravity / mass
+   scale; e: the model-error forces, B_e the identity's columns of the coordinates they act
+   on, :func:`~mbfg_ros.estimation.layout.model_error_joints`);
 4. every sensor reading of the step at its own stamp: the state is interpolated between the two
    keyframes (cubic Hermite on q and v, linear on the rest, see :func:`interpolate`) and the
    sensor's residual (:mod:`mbfg_ros.estimation.sensor_residuals`) taken there, with the robust
@@ -37,7 +40,7 @@ from dataclasses import dataclass
 import casadi as ca
 import numpy as np
 
-from mbfg_ros.estimation.layout import StateLayout
+from mbfg_ros.estimation.layout import StateLayout, model_error_joints
 from mbfg_ros.estimation.native_code import native
 from mbfg_ros.estimation.sensor_residuals import StateParts, sensor_residuals
 from mbfg_ros.estimation.sensor_streams import GAUSSIAN_MEAN_ABS, INNOVATION_CLIP, INNOVATION_RATE
@@ -70,14 +73,14 @@ def interpolate(lay: StateLayout, x0, x1, s, h: float):
 
 
 def parts(lay: StateLayout, q, v, tail) -> StateParts:
-    """Named parts of a state given as q, v and the rest (a, lam, u, b, s, mu)."""
+    """Named parts of a state given as q, v and the rest (a, lam, u, e, b, log s, log mu)."""
     n = lay.n
 
     def col(sl: slice):
         return tail[sl.start - 2 * n:sl.stop - 2 * n]
-    s = col(lay.S)[0] if lay.has_gravity else 1.0
-    mu = col(lay.MU)[0] if lay.has_mass else 1.0
-    return StateParts(q, v, col(lay.A), col(lay.L), col(lay.U), col(lay.B), s, mu)
+    s = ca.exp(col(lay.S)[0]) if lay.has_gravity else 1.0
+    mu = ca.exp(col(lay.MU)[0]) if lay.has_mass else 1.0
+    return StateParts(q, v, col(lay.A), col(lay.L), col(lay.U), col(lay.B), s, mu, col(lay.E))
 
 
 def robust_weight(rn, loss: RobustLossConfig, scale):
@@ -284,13 +287,15 @@ class StepFunction:
             if L.acc:
                 out.append(phidd / nz.closure_acceleration)
         tau = p[L.tau] if L.tau is not None else ca.DM.zeros(n)
-        d = self.sym.dynamics_residual(z.q, z.v, z.a, z.lam, tau, z.u, z.gravity_scale, z.mass_scale)
+        d = self.sym.dynamics_residual(z.q, z.v, z.a, z.lam, tau, z.u, z.gravity_scale, z.mass_scale,
+                                       z.e if lay.n_e else None, model_error_joints(mech))
         out.append(d / nz.dynamics)
         return ca.vertcat(*out)
 
     def _random_walk_sigmas(self) -> np.ndarray:
         nz, lay = self.cfg.noise, self.lay
         out = [nz.input_random_walk] * lay.n_u
+        out += [self.cfg.model_error.random_walk] * lay.n_e
         for g, sl in zip(self.mech.gyros, lay.bias_slices):
             if sl is not None:
                 out += [max(g.config.bias_instability, 1e-9)] * (sl.stop - sl.start)

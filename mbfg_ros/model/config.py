@@ -192,6 +192,25 @@ class NoiseConfig:
 
 
 @dataclass(frozen=True)
+class ModelErrorConfig:
+    """An unknown generalised force on every DOF coordinate (N m or N; on every joint when the rig
+    has load cells), a random-walk state of the graph that enters the equations of motion like
+    an unknown input: it takes up any model error (gravity, masses, friction, an unmodelled
+    load) causally, without a parameter to pick. Needs the DOF positions seen directly
+    (encoders): where they are seen only through the dynamics (gyros alone) a free force on
+    them makes them unobservable.
+
+    random_walk: its random walk (N m or N per sqrt(s)); 0 = off (no such state).
+    prior: the prior sigma of its initial value (N m or N; the prior mean is 0)."""
+    random_walk: float = 0.0
+    prior: float = 100.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.random_walk > 0.0
+
+
+@dataclass(frozen=True)
 class RobustLossConfig:
     """Robust kernel on sensor factors; ``threshold`` is in standard deviations."""
     type: str = "huber"
@@ -219,6 +238,7 @@ class EstimatorConfig:
     estimate_mass_link: str = ""
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     robust_loss: RobustLossConfig = field(default_factory=RobustLossConfig)
+    model_error: ModelErrorConfig = field(default_factory=ModelErrorConfig)
     divergence_threshold: float = 1e6
     divergence_window: float = 0.5
     divergence_sigma: float = 5.0
@@ -373,6 +393,11 @@ def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
                                                  min=ROBUST_THRESHOLD_RANGE[0],
                                                  max=ROBUST_THRESHOLD_RANGE[1], unit="sigmas"))
     rl.finish()
+    me = e.node("model_error", {})
+    model_error = ModelErrorConfig(
+        random_walk=me.float("random_walk", 0.0, nonnegative=True, max=NOISE_RANGE[1], unit="N m per sqrt(s)"),
+        prior=_noise(me, "prior", ModelErrorConfig.prior))
+    me.finish()
     d = EstimatorConfig()
     iters = e.raw("gauss_newton_iterations", d.gauss_newton_iterations)
     relin = e.raw("relinearize_budget", d.relinearize_budget)
@@ -403,7 +428,7 @@ def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
         acceleration_constraints=e.bool("acceleration_constraints", d.acceleration_constraints),
         estimate_gravity=e.bool("estimate_gravity", d.estimate_gravity),
         estimate_mass_link=e.str("estimate_mass_link", ""),
-        noise=noise, robust_loss=robust,
+        noise=noise, robust_loss=robust, model_error=model_error,
         divergence_threshold=e.float("divergence_threshold", d.divergence_threshold, positive=True),
         divergence_window=e.float("divergence_window", d.divergence_window, positive=True, min=0.01, max=60.0,
                                   unit="s"),

@@ -43,6 +43,23 @@ def _sensor_facts(mech: Mechanism) -> list[dict[str, Any]]:
     return out
 
 
+def _model_error_warning(mech, est, obs) -> str | None:
+    """Why the estimator's model-error state or gravity / mass scale may be unobservable here
+    (None if nothing to say): they need the DOF positions sensed directly (encoders). Sensed only
+    through velocities and the dynamics (gyros), a free force on the DOF, or a free gravity
+    scale, can hold the estimate at a wrong pose (measured: the four-bar with a coupler gyro)."""
+    direct = set(obs.direct_positions) >= set(mech.dof_names)
+    what = [w for w, on in (("estimator.model_error", est.model_error.enabled),
+                            ("estimate_gravity", est.estimate_gravity),
+                            ("estimate_mass_link", bool(est.estimate_mass_link))) if on]
+    if direct or not what:
+        return None
+    missing = ", ".join(n for n in mech.dof_names if n not in obs.direct_positions)
+    return (f"{' and '.join(what)} with the DOF positions ({missing}) seen only through the dynamics: "
+            "a free force or scale there can hold the estimate at a wrong pose; add an encoder on "
+            "the DOF or switch them off unless a recording shows they hold")
+
+
 def summarize(config_path: str | Path) -> dict[str, Any]:
     """Load, validate and assemble a rig; return its facts (raises MbfgError on bad input)."""
     rig = load_rig(config_path)
@@ -108,7 +125,9 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
                       "integrator": est.integrator, "robust_loss": est.robust_loss.type,
                       "estimate_gravity": est.estimate_gravity,
                       "estimate_mass_link": est.estimate_mass_link or None,
+                      "model_error_random_walk": est.model_error.random_walk,
                       "keyframe_rate_auto": est.keyframe_rate_auto},
+        "model_error_warning": _model_error_warning(mech, est, obs),
         "speed": speed,
     }
 
@@ -162,9 +181,13 @@ def format_summary(f: dict[str, Any]) -> str:
         extra.append("estimates gravity")
     if e["estimate_mass_link"]:
         extra.append(f"estimates the mass of {e['estimate_mass_link']}")
+    if e.get("model_error_random_walk"):
+        extra.append(f"model-error forces (random walk {e['model_error_random_walk']:g} per sqrt(s))")
     lines.append(f"Estimator: keyframes {e['keyframe_rate']:g} Hz, lag {e['lag']:g} s "
                  f"({int(round(e['keyframe_rate'] * e['lag']))} keyframes), {e['integrator']}, "
                  f"robust loss {e['robust_loss']}" + (f", {', '.join(extra)}" if extra else ""))
+    if f.get("model_error_warning"):
+        lines.append(f"WARNING: {f['model_error_warning']}")
     sp = f.get("speed") or {}
     if sp.get("top_speed"):
         auto = " (keyframe_rate: auto)" if e.get("keyframe_rate_auto") else ""

@@ -252,13 +252,20 @@ class SymbolicMechanism:
             out.append(f)
         return ca.vertcat(*out)
 
-    def dynamics_residual(self, q, v, a, lam, tau, u, gravity_scale=1.0, mass_scale=1.0):
-        """RNEA + F(v) - tau - B u - Phi_q^T lam (= Mechanism.inverse_dynamics(...).r)."""
+    def dynamics_residual(self, q, v, a, lam, tau, u, gravity_scale=1.0, mass_scale=1.0, model_error=None,
+                          model_error_joints=None):
+        """RNEA + F(v) - tau - B u - B_e e - Phi_q^T lam (= Mechanism.inverse_dynamics(...).r
+        minus B_e e). ``model_error`` e: generalised forces on the coordinates
+        ``model_error_joints`` (indices; default the DOF), or None; B_e = the identity's
+        columns of those coordinates."""
         mech = self.mech
         r = self.rnea(q, v, a, gravity_scale, mass_scale) + self.friction(v)
         r = r - tau
         if mech.n_u:
             r = r - ca.mtimes(ca.DM(mech.B), u)
+        if model_error is not None:
+            cols = mech.dof if model_error_joints is None else model_error_joints
+            r = r - ca.mtimes(ca.DM(np.eye(self.n)[:, np.asarray(cols, int)]), model_error)
         if mech.m:
             r = r - ca.jtimes(self.closure_position(q), q, lam, True)
         return r

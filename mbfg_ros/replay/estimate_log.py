@@ -96,8 +96,8 @@ class EstimateLog:
             era=np.frombuffer(self._era, np.int64).astype(int),
             q=X[:, :n], v=X[:, n:2 * n], a=X[:, 2 * n:3 * n],
             effort=np.frombuffer(self._effort, float).reshape(N, -1).copy(), lam=X[:, lay.L], u=X[:, lay.U],
-            bias=X[:, lay.B], gravity_scale=X[:, lay.S][:, 0] if lay.has_gravity else np.ones(N),
-            mass_scale=X[:, lay.MU][:, 0] if lay.has_mass else np.ones(N),
+            bias=X[:, lay.B], gravity_scale=lay.gravity_scales(X),
+            mass_scale=lay.mass_scales(X),
             std=np.frombuffer(self._std, float).reshape(N, 2 * g).copy(),
             closure_force=W[:, :, 0, :].copy(), closure_torque=W[:, :, 1, :].copy(),
             load_cells=F[:, 6 * nc:].copy())

@@ -60,8 +60,8 @@ def _series(mech: Mechanism, lay, chunks: list[tuple]) -> EstimateSeries:
     return EstimateSeries(
         t=t, keyframe=k.astype(int), era=era.astype(int), q=X[:, :n], v=X[:, n:2 * n], a=X[:, 2 * n:3 * n],
         effort=effort, lam=X[:, lay.L], u=X[:, lay.U], bias=X[:, lay.B],
-        gravity_scale=X[:, lay.S][:, 0] if lay.has_gravity else np.ones(N),
-        mass_scale=X[:, lay.MU][:, 0] if lay.has_mass else np.ones(N),
+        gravity_scale=lay.gravity_scales(X),
+        mass_scale=lay.mass_scales(X),
         std=np.full((N, 2 * len(mech.dof)), np.nan), closure_force=F, closure_torque=T, load_cells=cells)
 
 

@@ -67,3 +67,22 @@ def test_check_reads_the_top_speed_from_a_recording(tmp_path, capsys):
     import json
     b = json.loads((tmp_path / "c.json").read_text())["bag_speed"]
     assert 5.0 < b["top_speed"] < 20.0 and b["readings"]["crank_encoder"] == 1000
+
+
+@pytest.mark.parametrize("rig,warns", [("four_bar_gyro", True), ("four_bar", False)])
+def test_check_warns_of_a_model_error_state_without_direct_position_sensing(rig, warns, tmp_path, capsys):
+    """estimator.model_error (or a gravity scale) on a rig whose DOF positions are seen only
+    through the dynamics (a coupler gyro) is named with a WARNING; with a crank encoder it is not."""
+    import yaml
+    doc = yaml.safe_load((CONFIG / f"{rig}.yaml").read_text())
+    doc["mechanism"]["urdf"] = str(CONFIG.parent / "urdf" / "four_bar.urdf")
+    doc["estimator"]["model_error"] = {"random_walk": 20.0}
+    p = tmp_path / "rig.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    assert main(["check", str(p), "--json", str(tmp_path / "f.json")]) == 0
+    text = capsys.readouterr().out
+    facts = json.loads((tmp_path / "f.json").read_text())
+    assert facts["estimator"]["model_error_random_walk"] == 20.0
+    assert "model-error forces (random walk 20 per sqrt(s))" in text
+    assert ("WARNING: estimator.model_error with the DOF positions (crank_joint)" in text) == warns
+    assert (facts["model_error_warning"] is not None) == warns

@@ -14,10 +14,11 @@ import math
 import numpy as np
 import pytest
 
-from mbfg_ros.estimation.layout import StateLayout
+from mbfg_ros.estimation.layout import StateLayout, model_error_joints
 from mbfg_ros.estimation.sensor_streams import GAUSSIAN_MEAN_ABS
 from mbfg_ros.estimation.step_function import StepFunction, interpolate
 from mbfg_ros.model.assembly import initial_state
+from mbfg_ros.model.config import ModelErrorConfig
 from mbfg_ros.model.mechanism import Mechanism
 from support.simulations import config_mechanism
 
@@ -36,7 +37,8 @@ def _state(mech: Mechanism, lay: StateLayout, rng) -> np.ndarray:
     q, _ = initial_state(mech, mech.create_data())
     x = lay.pack(q + 0.05 * rng.standard_normal(mech.n), rng.standard_normal(mech.n),
                  rng.standard_normal(mech.n), rng.standard_normal(mech.m),
-                 rng.standard_normal(lay.n_u), 0.01 * rng.standard_normal(lay.n_b), 1.1, 0.9)
+                 rng.standard_normal(lay.n_u), 0.01 * rng.standard_normal(lay.n_b), 1.1, 0.9,
+                 e=10.0 * rng.standard_normal(lay.n_e))
     return x
 
 
@@ -130,6 +132,9 @@ def test_rows_equal_the_numeric_model(rig):
     ("four_bar", {}), ("four_bar_gyro", {"estimate_gravity": True}), ("five_bar", {}),
     ("slider_crank", {}), ("spatial_rsur", {}), ("arm6", {}), ("pendulum", {}),
     ("four_bar", {"estimate_mass_link": "coupler", "integrator": "euler"}),
+    ("four_bar", {"model_error": ModelErrorConfig(30.0)}),
+    ("five_bar_gyro", {"model_error": ModelErrorConfig(3.0, 1.0), "estimate_gravity": True}),
+    ("arm6", {"model_error": ModelErrorConfig(10.0)}),
 ])
 def test_jacobians_equal_finite_differences(rig, estimator):
     mech = _variant(rig, **estimator)
@@ -191,6 +196,51 @@ def test_random_walk_rows_of_the_slow_states():
                     if sl is not None for _ in range(sl.stop - sl.start)])
     assert rows.stop - rows.start == sig.size > 0
     np.testing.assert_allclose(r[rows], (x1[lay.B] - x0[lay.B]) / (sig * math.sqrt(h)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("rig,joints", [("four_bar", [0, 1, 2]), ("five_bar", [0, 2])])
+def test_model_error_forces(rig, joints):
+    """estimator.model_error: one generalised force per DOF coordinate (per joint on a rig with
+    load cells: four_bar), a random walk of the configured sigma, subtracted in those
+    coordinates' equations of motion only; a prior of its own."""
+    mech = _variant(rig, model_error=ModelErrorConfig(25.0, 7.0), estimate_gravity=True)
+    cfg = mech.config.estimator
+    lay = StateLayout.for_mechanism(mech, cfg)
+    assert list(model_error_joints(mech)) == joints and lay.n_e == len(joints)
+    assert lay.E.start == lay.U.stop and lay.B.start == lay.E.stop
+    h = 1.0 / cfg.keyframe_rate
+    fn = StepFunction(mech, cfg, lay, h)
+    off = StepFunction(mech, dataclasses.replace(cfg, model_error=ModelErrorConfig()),
+                       StateLayout.for_mechanism(mech, dataclasses.replace(cfg, model_error=ModelErrorConfig())), h)
+    rng = np.random.default_rng(3)
+    x0, x1 = _state(mech, lay, rng), _state(mech, lay, rng)
+    p = fn.layout.empty_parameters()
+    r = fn.step(x0, x1, p)[0].copy()
+    # the walk rows of e: (e1 - e0) / (sigma sqrt(h))
+    rows = slice(2 * mech.n + lay.E.start - lay.slow.start, 2 * mech.n + lay.E.stop - lay.slow.start)
+    np.testing.assert_allclose(r[rows], (x1[lay.E] - x0[lay.E]) / (25.0 * math.sqrt(h)), rtol=1e-12)
+    # the equations of motion: the same as without the state, minus e on the DOF rows
+    keep = np.r_[0:lay.E.start, lay.E.stop:lay.dim]
+    r_off = off.step(x0[keep], x1[keep], off.layout.empty_parameters())[0].copy()
+    dyn = slice(fn.layout.head + fn.layout.closure_rows, fn.layout.head + fn.layout.closure_rows + mech.n)
+    dyn_off = slice(off.layout.head + off.layout.closure_rows, off.layout.head + off.layout.closure_rows + mech.n)
+    expect = r_off[dyn_off].copy()
+    expect[joints] -= x1[lay.E] / cfg.noise.dynamics
+    np.testing.assert_allclose(r[dyn], expect, rtol=1e-10, atol=1e-10)
+    sig = lay.prior_sigmas(mech, cfg)
+    assert np.all(sig[lay.E] == 7.0)
+
+
+def test_scales_are_held_as_logarithms():
+    """The gravity and mass scales are stored as log s, log mu: any state gives a positive scale."""
+    mech = _variant("four_bar", estimate_gravity=True, estimate_mass_link="coupler")
+    lay = StateLayout.for_mechanism(mech, mech.config.estimator)
+    x = lay.pack(np.zeros(3), np.zeros(3), np.zeros(3), s=0.6, mu=1.5)
+    assert x[lay.S][0] == pytest.approx(math.log(0.6)) and x[lay.MU][0] == pytest.approx(math.log(1.5))
+    assert lay.gravity_scale(x) == pytest.approx(0.6) and lay.mass_scale(x) == pytest.approx(1.5)
+    x[lay.S] = -30.0
+    assert lay.gravity_scale(x) > 0.0
+    np.testing.assert_allclose(lay.gravity_scales(np.stack([x, x])), np.exp(-30.0))
 
 
 @pytest.mark.parametrize("loss,threshold,expect", [("huber", 3.0, 3.0 / 6.0), ("cauchy", 3.0, 1.0 / (1.0 + 4.0)),

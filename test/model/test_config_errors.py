@@ -85,6 +85,24 @@ def test_dof_that_is_not_independent(tmp_path, capsys):
     check_fails(capsys, p, "degree(s) of freedom", "mechanism.dof")
 
 
+def test_model_error_random_walk_is_checked(tmp_path, capsys):
+    p = write_config(tmp_path, lambda d: d["estimator"].update(model_error={"random_walk": -1.0}))
+    check_fails(capsys, p, "estimator.model_error.random_walk", "must not be negative", "-1.0")
+    p = write_config(tmp_path, lambda d: d["estimator"].update(model_error={"random_walk": 10.0, "prior": 0}))
+    check_fails(capsys, p, "estimator.model_error.prior", "greater than zero")
+    p = write_config(tmp_path, lambda d: d["estimator"].update(model_error={"randomwalk": 10.0}))
+    check_fails(capsys, p, "estimator.model_error.randomwalk", "unknown field")
+
+
+def test_model_error_is_read():
+    from mbfg_ros.model.config import ModelErrorConfig, parse_rig_config
+    doc = yaml.safe_load((CONFIG / "four_bar.yaml").read_text())
+    doc["estimator"]["model_error"] = {"random_walk": 30.0, "prior": 5.0}
+    cfg = parse_rig_config(doc, source=CONFIG / "four_bar.yaml").estimator
+    assert cfg.model_error == ModelErrorConfig(30.0, 5.0) and cfg.model_error.enabled
+    assert not parse_rig_config(FOUR_BAR, source=CONFIG / "four_bar.yaml").estimator.model_error.enabled
+
+
 def test_malformed_yaml(tmp_path, capsys):
     p = tmp_path / "bad.yaml"
     p.write_text("mechanism:\n  urdf: x.urdf\n  gravity: [0, -9.81\n")

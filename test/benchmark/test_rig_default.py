@@ -1,0 +1,34 @@
+"""The benchmark's ONE mbfg_ros configuration per mechanism and sensor set (estimator_tuning.rig_default)."""
+from __future__ import annotations
+
+import pytest
+
+from mbfg_ros.benchmark.estimator_tuning import MODEL_ERROR_RATE, effective_inertia, rig_default, rig_estimator_config
+from mbfg_ros.benchmark.grid import Cell, GridOptions, benchmark_config, observer_mechanism
+
+
+def _model(mechanism: str, sensors: str, gravity_error: float = 1.0):
+    return observer_mechanism(benchmark_config(GridOptions(), Cell(mechanism, sensors, gravity_error, 1)), gravity_error)
+
+
+@pytest.mark.parametrize("mechanism,sensors,force,gravity", [
+    ("four_bar", "encoder", True, True), ("five_bar", "encoder", True, True),
+    ("four_bar", "gyro", False, False), ("five_bar", "gyro", False, True)])
+def test_rule(mechanism, sensors, force, gravity):
+    """Encoders on every DOF: gravity and the model-error force, whose random walk is the rate
+    times the DOFs' mean effective inertia; gyros only: no force (it would hide the pose)."""
+    mech = _model(mechanism, sensors)
+    d = rig_default(mech, mechanism, sensors)
+    assert (d.model_error > 0) == force and d.estimate_gravity == gravity
+    if force:
+        assert d.model_error == pytest.approx(MODEL_ERROR_RATE * effective_inertia(mech).mean())
+    cfg = rig_estimator_config(mech, mechanism, sensors, 0.005)
+    assert cfg.model_error.random_walk == d.model_error and cfg.estimate_gravity == gravity
+    assert cfg.noise.dynamics == d.dynamics and cfg.keyframe_rate == pytest.approx(200.0)
+
+
+def test_same_for_every_cell_of_a_set():
+    """One configuration per set: the gravity error (the model's) does not change it."""
+    for sensors in ("encoder", "gyro"):
+        assert rig_default(_model("four_bar", sensors, 1.0), "four_bar", sensors) == \
+            rig_default(_model("four_bar", sensors, 4.0), "four_bar", sensors)
