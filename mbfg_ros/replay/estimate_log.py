@@ -76,6 +76,33 @@ class EstimateLog:
         self._n += 1
         self.last_keyframe = e.keyframe
 
+    def add_rows(self, estimates: list[Estimate], F: np.ndarray, T: np.ndarray, cells: np.ndarray,
+                 era: int = 0) -> None:
+        """Append estimates with their forces as arrays (:class:`BatchForces`' F, T (N, nc, 3) and
+        cells (N, ncell)): the same rows as :meth:`add` of each, at once."""
+        if not estimates:
+            return
+        mech = self.mech
+        N = len(estimates)
+        if self.layout is None:
+            self.layout = estimates[0].layout
+        g = len(mech.dof)
+        self._t.extend([e.stamp for e in estimates])
+        self._key.extend([e.keyframe for e in estimates])
+        self._era.extend([era] * N)
+        self._x.extend(np.concatenate([np.asarray(e.x, float) for e in estimates]))
+        self._effort.extend(np.concatenate([np.asarray(e.effort, float).reshape(-1) for e in estimates]))
+        std = np.full((N, 2 * g), np.nan)
+        for i, e in enumerate(estimates):
+            if e.covariance is not None:
+                std[i] = np.sqrt(np.maximum(np.diag(e.covariance), 0.0))
+        self._std.extend(std.reshape(-1))
+        nc = len(mech.closure_configs)
+        rows = np.concatenate([np.stack([F, T], axis=2).reshape(N, 6 * nc), np.asarray(cells).reshape(N, -1)], axis=1)
+        self._forces.extend(rows.reshape(-1))
+        self._n += N
+        self.last_keyframe = estimates[-1].keyframe
+
     def series(self) -> EstimateSeries:
         mech = self.mech
         g, nc, ncell = len(mech.dof), len(mech.closure_configs), len(mech.load_cells)

@@ -43,7 +43,10 @@ from mbfg_ros.replay.stamp_order import StampOrder
 from mbfg_ros.io.time_jumps import DEFAULT_MAX_TIME_GAP, TimeJumps, lagging_limit
 from mbfg_ros.replay.truth import TruthCollector, TruthSeries
 
-FORCES_BLOCK = 16
+FORCES_BLOCK = 64
+WRITE_BATCH = 64
+"""Keyframes the online replay holds before computing their forces and writing them at once
+(fewer when one is due for /diagnostics, which is built as its keyframe arrives)."""
 """Keyframes per call of the forces function (the estimator hands out a few at a time)."""
 
 REORDER_MARGIN = 0.05
@@ -224,24 +227,40 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             if t > state["last"]:
                 state["last"] = t
 
+    # keyframes are held (with their known efforts, taken as they come) until WRITE_BATCH of them
+    # or one due for /diagnostics, then their forces are computed, logged and written at once; the
+    # diagnostics are built as their keyframe arrives, as before
+    pending: list[tuple[Estimate, np.ndarray]] = []
+    pending_due: list[int] = []
+
     def write(rows: list[Estimate]) -> None:
-        if not rows:
+        if rows:
+            t0 = perf()
+            base = len(pending)
+            pending.extend((e, est.known_efforts(e.stamp)) for e in rows)
+            if writer is not None:
+                due, state["next_diag"] = diagnostics_due([e.stamp for e in rows], state["next_diag"],
+                                                          opt.diagnostics_period)
+                pending_due.extend(base + i for i in due)
+            clock["forces"] += perf() - t0
+        if pending and (pending_due or len(pending) >= WRITE_BATCH):
+            flush()
+
+    def flush() -> None:
+        if not pending:
             return
         t0 = perf()
+        rows = [e for e, _ in pending]
         X = np.stack([e.x for e in rows])
         lay, n = est.lay, est.lay.n
         q, v, a = X[:, :n], X[:, n:2 * n], X[:, 2 * n:3 * n]
-        tau = np.array([est.known_efforts(e.stamp) for e in rows])
+        tau = np.stack([tk for _, tk in pending])
         F, T, cells = batch_forces(q, v, a, X[:, lay.L], X[:, lay.U], tau)     # one mapped call
-        all_forces = batch_forces.as_forces(rows, F, T, cells)
         clock["forces"] += perf() - t0
         t1 = perf()
-        for e, forces in zip(rows, all_forces):
-            log.add(e, forces, state["era"])
+        log.add_rows(rows, F, T, cells, state["era"])
         if writer is not None:
             stamps = np.array([state["epoch"] + int(round(e.stamp * 1e9)) for e in rows], np.int64)
-            due, state["next_diag"] = diagnostics_due([e.stamp for e in rows], state["next_diag"],
-                                                      opt.diagnostics_period)
 
             def diagnostic(i: int):
                 now = est.estimate().stamp if est.estimate() is not None else rows[i].stamp
@@ -249,7 +268,9 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                                            extra=[_replay_status(inp, problems_now(), order, jumps, rows[i].stamp)],
                                            topic_names=bag_topic_names)
             writer.write(stamps, (q, v, a, np.stack([e.effort for e in rows]), F, T, cells), rows,
-                         lambda: all_forces, due, diagnostic)
+                         lambda: batch_forces.as_forces(rows, F, T, cells), list(pending_due), diagnostic)
+        pending.clear()
+        pending_due.clear()
         clock["outputs"] += perf() - t1
 
     def emit() -> None:
@@ -269,9 +290,11 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
         tail = est.smoothed_window() if opt.lagged and est.started else []
         clock["estimator"] += perf() - t0
         emit()
+        flush()
         if opt.lagged:
             done = log.last_keyframe if len(log) else -1
             write([e for e in tail if e.keyframe > done])
+            flush()
 
     try:
         with out if out is not None else nullcontext():
