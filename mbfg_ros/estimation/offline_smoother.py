@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Iterator
+from collections.abc import Iterator, Sequence
 
 import casadi as ca
 import gtsam
@@ -183,6 +183,10 @@ class MappedSteps:
             r_out[s:e] = self.r[:c]
 
 
+PROJECTION_TOLERANCE = 1e-12
+"""m, rad (and per s, per s^2): closure residuals below this need no further Newton step."""
+
+
 class ClosureProjection:
     """Puts keyframe states back on the loop closures (a retraction after each Gauss-Newton
     step: the closure rows are stiff, sigma 1e-6, so a step along their tangent leaves a
@@ -218,6 +222,8 @@ class ClosureProjection:
             for _ in range(iterations):
                 self.q[:c], self.v[:c], self.a[:c] = X[s:e, :n], X[s:e, n:2 * n], X[s:e, 2 * n:3 * n]
                 self._eval()
+                if not np.abs(self.c[:c]).max() > PROJECTION_TOLERANCE:
+                    break                                       # (already on the closures)
                 Jt = self.Jt[:c]                               # Phi_q^T (c, n, m)
                 G = Jt.transpose(0, 2, 1) @ Jt                  # Phi_q Phi_q^T (c, m, m)
                 rhs = self.c[:c].reshape(c, 3, m).transpose(0, 2, 1)   # (c, m, 3)
@@ -631,13 +637,34 @@ class OfflineSmoother:
         return result
 
     def estimates(self, result: SmoothingResult, first_keyframe: int, X: np.ndarray,
-                  key_offset: int = 0) -> list[Estimate]:
+                  key_offset: int = 0) -> "SmoothedEstimates":
         """Estimates (lagged = smoothed) of keyframes first_keyframe.. with states X (keyframe
-        numbers + ``key_offset``)."""
+        numbers + ``key_offset``): a sequence that makes each Estimate when it is asked for."""
         lay, mech = self.lay, self.mech
         ks = np.arange(first_keyframe, first_keyframe + X.shape[0])
         ts = result.t0 + result.h * ks
         eff = result.efforts(ts)
         if lay.n_u:
             eff = eff + X[:, lay.U] @ mech.B.T
-        return [Estimate(float(t), int(k) + key_offset, True, x, lay, e) for t, k, x, e in zip(ts, ks, X, eff)]
+        return SmoothedEstimates(ts, ks + key_offset, X, eff, lay)
+
+
+class SmoothedEstimates(Sequence):
+    """Estimate objects of smoothed keyframes, made on demand (a batch of outputs needs only the
+    few that /diagnostics reports; the states stay arrays)."""
+
+    def __init__(self, t: np.ndarray, keyframes: np.ndarray, X: np.ndarray, effort: np.ndarray,
+                 layout: StateLayout) -> None:
+        self.t, self.keyframes, self.X, self.effort, self.layout = t, keyframes, X, effort, layout
+
+    def __len__(self) -> int:
+        return int(self.t.size)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        return Estimate(float(self.t[i]), int(self.keyframes[i]), True, self.X[i], self.layout, self.effort[i])
