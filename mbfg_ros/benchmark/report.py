@@ -111,9 +111,12 @@ def verdicts(summaries: list[Summary]) -> list[dict]:
             continue
         ok = [b for b in base if b.ok]
         top = min(ok, key=lambda b: b.mean["position"]) if ok else None
+        top_v = min(ok, key=lambda b: b.mean["velocity"]) if ok else None
         row = {"key": key, "cell": base[0].cell,
                "best_baseline": top.method if top else None,
                "best_baseline_position": top.mean["position"] if top else None,
+               "best_baseline_velocity_method": top_v.method if top_v else None,
+               "best_baseline_velocity": top_v.mean["velocity"] if top_v else None,
                "baseline_failures": {b.method: f"{b.failures}/{b.runs}" for b in base},
                "batch_position": ms["batch"].mean["position"] if "batch" in ms and ms["batch"].ok else None,
                "batch_failures": f"{ms['batch'].failures}/{ms['batch'].runs}" if "batch" in ms else None,
@@ -123,10 +126,18 @@ def verdicts(summaries: list[Summary]) -> list[dict]:
                 continue
             s = ms[v]
             val = s.mean["position"] if s.ok else None
+            vel = s.mean["velocity"] if s.ok else None
             ratio = (top.mean["position"] / val) if (top and val) else None
+            ratio_v = (top_v.mean["velocity"] / vel) if (top_v and vel) else None
             beats = bool(s.ok and (top is None or val < top.mean["position"]))
-            row["variants"][v] = {"position": val, "failures": f"{s.failures}/{s.runs}",
-                                  "ratio": ratio, "beats": beats}
+            # the issue's bar for the newest estimate: position and velocity both at most the best
+            # filter's (each filter's best figure), no failed run
+            both = bool(s.ok and (top is None or (val <= top.mean["position"] and vel <= top_v.mean["velocity"])))
+            batch = row["batch_position"]
+            row["variants"][v] = {"position": val, "velocity": vel, "failures": f"{s.failures}/{s.runs}",
+                                  "ratio": ratio, "ratio_velocity": ratio_v, "beats": beats,
+                                  "beats_both": both,
+                                  "to_batch": (val / batch) if (val and batch) else None}
         out.append(row)
     return out
 
@@ -230,6 +241,50 @@ def verdict_markdown(rows: list[dict]) -> str:
                 text += f" (x{x['ratio']:.2f})" if x["ratio"] is not None else " (only one)"
                 cells.append(f"**{text}**" if x["beats"] else text)
         out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def headline_markdown(rows: list[dict], causal: str = "mbfg_default", lagged: str = "mbfg_default_lagged") -> str:
+    """The comparison the project holds itself to, like with like: the newest (causal) estimate of
+    the rig's one configuration against the best filter by position and by velocity, and its
+    lagged (smoothed) estimate against the batch reference; then the counts."""
+    head = ["cell", "best filter: position (rad)", "velocity (rad/s)", f"{METHODS[causal].label}: position",
+            "velocity", "both <= best", "batch (rad)", f"{METHODS[lagged].label} / batch"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    n = wins = lag_ok = lag_n = tracked = every_failed = fails = 0
+    for r in rows:
+        x, y = r["variants"].get(causal), r["variants"].get(lagged)
+        if x is None:
+            continue
+        n += 1
+        if r["best_baseline"]:
+            bp = f"{METHODS[r['best_baseline']].label} {r['best_baseline_position']:.3g}"
+            bv = f"{METHODS[r['best_baseline_velocity_method']].label} {r['best_baseline_velocity']:.3g}"
+        else:
+            every_failed += 1
+            bp = bv = "all failed"
+        if x["position"] is None:
+            fails += 1
+            p = v = f"failed {x['failures']}"
+        else:
+            p = f"{x['position']:.3g}" + (f" (x{1 / x['ratio']:.2f})" if x["ratio"] else "")
+            v = f"{x['velocity']:.3g}" + (f" (x{1 / x['ratio_velocity']:.2f})" if x["ratio_velocity"] else "")
+            if not r["best_baseline"]:
+                tracked += 1
+        wins += x["beats_both"]
+        batch = (f"{r['batch_position']:.3g}" if r["batch_position"] is not None
+                 else (f"failed {r['batch_failures']}" if r["batch_failures"] else "-"))
+        if y is not None and y["to_batch"] is not None:
+            lag_n += 1
+            lag_ok += y["to_batch"] <= 1.1
+            lb = f"{y['to_batch']:.2f}"
+        else:
+            lb = "-" if y is None else (f"failed {y['failures']}" if y["position"] is None else "no batch")
+        out.append("| " + " | ".join([r["key"], bp, bv, p, v, "yes" if x["beats_both"] else "**no**", batch, lb]) + " |")
+    out += ["", f"Ratios are {METHODS[causal].label} / best filter (below 1: better). Position and velocity "
+                f"both at most the best filter's, without a failed run: {wins} of {n} cells "
+                f"({every_failed} where every filter failed: tracked in {tracked}); failed runs in {fails} cells. "
+                f"Lagged within 1.1x of the batch reference: {lag_ok} of {lag_n} cells with a batch result."]
     return "\n".join(out) + "\n"
 
 

@@ -164,8 +164,8 @@ def run(args: argparse.Namespace) -> int:
             _writable_dir(option, path)
 
     from mbfg_ros.benchmark.figures import write_figures
-    from mbfg_ros.benchmark.report import (summarize, table, verdict_markdown, verdict_text, verdicts,
-                                           write_csv, write_json)
+    from mbfg_ros.benchmark.report import (headline_markdown, summarize, table, verdict_markdown, verdict_text,
+                                           verdicts, write_csv, write_json)
     from mbfg_ros.benchmark.runner import run_grid
 
     n_runs = len(options.cells()) * len(options.seeds)
@@ -189,7 +189,12 @@ def run(args: argparse.Namespace) -> int:
         write_json(args.out / "results.json", options.describe(), records, summaries, extra)
         write_csv(args.out / "results.csv", records, summaries)
         (args.out / "table.txt").write_text(text)
-        (args.out / "verdict.md").write_text(verdict_markdown(verdicts(summaries)))
+        rows = verdicts(summaries)
+        parts = []
+        if any("mbfg_default" in r["variants"] for r in rows):
+            parts += ["# Headline: the rig's one configuration, like with like\n", headline_markdown(rows),
+                      "\n# Every mbfg_ros variant against the best filter (position)\n"]
+        (args.out / "verdict.md").write_text("".join(parts) + verdict_markdown(rows))
         written += [args.out / "results.json", args.out / "results.csv", args.out / "table.txt",
                     args.out / "verdict.md"]
         written += write_figures(summaries, args.out / "figures")

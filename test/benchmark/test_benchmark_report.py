@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from mbfg_ros.benchmark.report import (best, summarize, table, verdict_markdown, verdict_text, verdicts, write_csv,
+from mbfg_ros.benchmark.report import (best, headline_markdown, summarize, table, verdict_markdown, verdict_text, verdicts, write_csv,
                                        write_json)
 
 
@@ -80,3 +80,15 @@ def test_json_and_csv_hold_every_figure(tmp_path):
     assert sum(r["level"] == "run" for r in rows) == 12
     mean_best = [r for r in rows if r["level"] == "mean" and r["best_position"] == "1"]
     assert {r["method"] for r in mean_best} == {"mbfg_online", "mbfg_online_g"}
+
+
+def test_headline_holds_the_default_to_position_and_velocity_and_its_lag_to_the_batch():
+    recs = [_run(1, 0, {"dekf": (0.02, False), "ukf": (0.01, False), "batch": (0.004, False),
+                        "mbfg_default": (0.008, False), "mbfg_default_lagged": (0.0042, False)})]
+    recs[0]["methods"]["ukf"]["velocity"] = 0.012        # ukf: best velocity, below the default's 0.016
+    rows = verdicts(summarize(recs))
+    x = rows[0]["variants"]["mbfg_default"]
+    assert x["beats"] and not x["beats_both"]
+    assert rows[0]["variants"]["mbfg_default_lagged"]["to_batch"] == pytest.approx(1.05)
+    md = headline_markdown(rows)
+    assert "**no**" in md and "0 of 1 cells" in md and "Lagged within 1.1x of the batch reference: 1 of 1" in md
