@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from mbfg_ros.benchmark.report import (best, headline_markdown, summarize, table, verdict_markdown, verdict_text, verdicts, write_csv,
-                                       write_json)
+from mbfg_ros.benchmark.report import (best, headline_markdown, summarize, table, verdict_markdown, verdict_text,
+                                       verdicts, write_csv, write_json)
 
 
 def _run(key_period, seed, figures):
