@@ -11,7 +11,7 @@ innovations, which the estimator had not seen yet. Two rules set the noises:
   of the sensors' factors (keeping the balance of model and sensors); repeated (replay,
   measure, rescale) until every sensor is within ``tolerance`` of 1;
 - **process noises** (``estimator.noise.dynamics``, and the random walks of the slow states the
-  rig has: unknown inputs, gravity / mass scale, gyro biases; and the integration's velocity
+  rig has: unknown inputs, gravity / mass scale, the model-error force, gyro biases; and the integration's velocity
   noise): a 1-D search per noise, on a log scale (decade steps until it gets worse in the first
   round, half-decade steps in the second), maximising the Gaussian
   log-likelihood of the innovations with each sensor's variance profiled out,
@@ -61,7 +61,9 @@ WALKS = ("input_random_walk", "gravity_random_walk", "mass_random_walk")
 SCALED = ("integration_position", "integration_velocity")
 """Process noises that move with the sensors in a rescale even when not searched."""
 BIAS_PREFIX = "bias_instability:"
-"""Process-noise names: ``dynamics``, the random walks of WALKS and ``bias_instability:<gyro>``."""
+MODEL_ERROR = "model_error.random_walk"
+"""Process-noise names: ``dynamics``, the random walks of WALKS, ``bias_instability:<gyro>`` and
+``model_error.random_walk`` (``estimator.model_error.random_walk``, when the rig has that state)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,8 @@ def current_settings(cfg: RigConfig, names: tuple[str, ...]) -> NoiseSettings:
         if n.startswith(BIAS_PREFIX):
             g = next(g for g in cfg.sensors.gyros if g.name == n[len(BIAS_PREFIX):])
             process[n] = float(g.bias_instability)
+        elif n == MODEL_ERROR:
+            process[n] = float(cfg.estimator.model_error.random_walk)
         else:
             process[n] = float(getattr(cfg.estimator.noise, n))
     return NoiseSettings(sensors, process)
@@ -153,7 +157,8 @@ def current_settings(cfg: RigConfig, names: tuple[str, ...]) -> NoiseSettings:
 
 def process_noises(mech: Mechanism) -> tuple[str, ...]:
     """The process noises searched by default: dynamics, the integration's velocity noise, and the
-    random walk of each slow state ``mech`` has (unknown inputs, gravity / mass scale, gyro biases)."""
+    random walk of each slow state ``mech`` has (unknown inputs, gravity / mass scale, the
+    model-error force, gyro biases)."""
     est = mech.config.estimator
     out = ["dynamics", "integration_velocity"]
     if mech.input_joints:
@@ -162,6 +167,8 @@ def process_noises(mech: Mechanism) -> tuple[str, ...]:
         out.append("gravity_random_walk")
     if est.estimate_mass_link:
         out.append("mass_random_walk")
+    if est.model_error.enabled:
+        out.append(MODEL_ERROR)
     out += [BIAS_PREFIX + g.config.name for g in mech.gyros if g.config.bias_instability > 0]
     return tuple(out)
 
@@ -183,8 +190,10 @@ def apply_settings(cfg: RigConfig, s: NoiseSettings) -> RigConfig:
                                        bias_instability=s.process.get(BIAS_PREFIX + g.name, g.bias_instability))
                                for g in sens.gyros),
                    load_cells=tuple(replace(c, noise=s.sensors.get(c.name, c.noise)) for c in sens.load_cells))
-    walks = {k: v for k, v in s.process.items() if not k.startswith(BIAS_PREFIX)}
+    walks = {k: v for k, v in s.process.items() if not k.startswith(BIAS_PREFIX) and k != MODEL_ERROR}
     est = replace(cfg.estimator, noise=replace(cfg.estimator.noise, **walks))
+    if MODEL_ERROR in s.process:
+        est = replace(est, model_error=replace(est.model_error, random_walk=s.process[MODEL_ERROR]))
     return replace(cfg, sensors=sens, estimator=est)
 
 
@@ -476,8 +485,11 @@ def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSetti
     est = get(doc.root, "estimator")
     noise = get(est, "noise")
     new_noise: dict[str, str] = {}           # for a config without estimator.noise
+    if MODEL_ERROR in settings.process:          # (on only when the file gives its random walk)
+        put(get(est, "model_error"), "random_walk", settings.process[MODEL_ERROR],
+            "estimator." + MODEL_ERROR)
     for k, v in settings.process.items():
-        if k.startswith(BIAS_PREFIX):
+        if k.startswith(BIAS_PREFIX) or k == MODEL_ERROR:
             continue
         if get(noise, k) is None and _significant(v) == _significant(getattr(defaults, k)):
             continue                     # at its default and not in the file: leave it out

@@ -26,8 +26,8 @@ from mbfg_ros.cli.main import main
 from mbfg_ros.model.validation import load_rig
 from mbfg_ros.replay.metrics import compare
 from mbfg_ros.replay.session import ReplayOptions, replay_bag
-from mbfg_ros.replay.tuning import (NoiseSettings, TuningOptions, current_settings, process_noises, tune,
-                                    write_tuned_config)
+from mbfg_ros.replay.tuning import (NoiseSettings, TuningOptions, apply_settings, current_settings, process_noises,
+                                    tune, write_tuned_config)
 from mbfg_ros.errors import MbfgError
 
 FOUR_BAR = CONFIG / "four_bar.yaml"
@@ -131,6 +131,21 @@ def test_written_config_keeps_everything_but_the_tuned_numbers(tmp_path):
 
 def test_process_noises_follow_the_rig(four_bar):
     assert process_noises(four_bar) == ("dynamics", "integration_velocity")
+
+
+def test_the_model_error_random_walk_is_tuned_and_written(tmp_path):
+    text = FOUR_BAR.read_text().replace("    random_walk: 0.0 ", "    random_walk: 24.0")
+    src = tmp_path / "me.yaml"
+    src.write_text(text.replace("urdf: ", f"urdf: {FOUR_BAR.parent}/", 1) if "urdf: /" not in text else text)
+    mech = load_rig(src).mech
+    assert mech.config.estimator.model_error.random_walk == 24.0
+    assert process_noises(mech)[-1] == "model_error.random_walk"
+    s = current_settings(mech.config, process_noises(mech))
+    s.process["model_error.random_walk"] = 3.5
+    assert apply_settings(mech.config, s).estimator.model_error.random_walk == 3.5
+    changed = write_tuned_config(src, tmp_path / "out.yaml", s)
+    assert changed == ["estimator.model_error.random_walk"]
+    assert load_rig(tmp_path / "out.yaml").mech.config.estimator.model_error.random_walk == 3.5
 
 
 @pytest.fixture(scope="module")
