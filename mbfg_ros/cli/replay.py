@@ -153,8 +153,11 @@ def run(args: argparse.Namespace) -> int:
     text = json.dumps(f, indent=2) if args.json == "-" else format_summary(f, res, comparison)
     if args.smooth and args.json != "-":
         w = res.smoothing
-        text += (f"\nSmoothing: {len(w)} window{'s' if len(w) != 1 else ''} of up to {args.smooth_window:g} s "
-                 f"(overlap {args.smooth_overlap:g} s), Gauss-Newton iterations {sum(x.iterations for x in w)}, "
+        longest = max((x.last - x.first + 1 for x in w), default=0) / mech.config.estimator.keyframe_rate
+        short = (f"; {args.smooth_window:g} s asked, shortened to keep a window's Jacobians under "
+                 f"{SmoothingOptions().jacobian_mb:g} MB" if len(w) > 1 and longest < args.smooth_window - 1.0 else "")
+        text += (f"\nSmoothing: {len(w)} window{'s' if len(w) != 1 else ''} of up to {longest:.3g} s "
+                 f"(overlap {args.smooth_overlap:g} s{short}), Gauss-Newton iterations {sum(x.iterations for x in w)}, "
                  f"{'all converged' if all(x.converged for x in w) else 'NOT all converged'}; whitened cost "
                  f"{sum(x.initial_cost for x in w):.4g} at the causal start, {sum(x.cost for x in w):.4g} at the end")
     _print(text)

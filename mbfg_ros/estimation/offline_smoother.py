@@ -60,18 +60,25 @@ class SmoothingOptions:
     ``tolerance`` of what the linearisation predicted (so another step could gain no more). The
     default 1e-3 is below the statistical spread of the cost itself (about sqrt(2 / rows),
     3e-3 for a four-bar minute), so further iterations would not change the estimate beyond its
-    own uncertainty; ``threads``: threads of the mapped step function (1: serial)."""
+    own uncertainty; ``threads``: threads of the mapped step function (1: serial);
+    ``jacobian_mb``: a window is shortened so that its Jacobians take at most this many MB (the
+    smoother's largest array; GTSAM holds a copy): 24 s windows for the 6-DOF arm instead of
+    60 s, as fast and half the memory (60 s windows took 1 GB, and a run whose memory the kernel
+    first had to reclaim from the file cache was 1.5x slower), while a four-bar's 60 s take 48 MB."""
     window: float = 60.0
     overlap: float = 2.0
     max_iterations: int = 10
     tolerance: float = 1e-3
     threads: int = 1
+    jacobian_mb: float = 128.0
 
     def check(self) -> None:
         if not (math.isfinite(self.window) and self.window > 0):
             raise ValueError(f"smoothing window must be > 0 s (value: {self.window:g})")
         if not (math.isfinite(self.overlap) and 0 <= self.overlap < self.window):
             raise ValueError(f"smoothing overlap must be >= 0 s and below the window (value: {self.overlap:g})")
+        if not (math.isfinite(self.jacobian_mb) and self.jacobian_mb > 0):
+            raise ValueError(f"smoothing: jacobian_mb must be > 0 (value: {self.jacobian_mb:g})")
         if self.max_iterations < 1 or self.threads < 1:
             raise ValueError("smoothing: max_iterations and threads must be >= 1")
 
@@ -580,6 +587,9 @@ class OfflineSmoother:
         S0[np.arange(fin.size), fin] = 1.0 / sigma[fin]
         W = max(2, int(round(opt.window / h)))
         O = min(W - 1, int(round(opt.overlap / h)))
+        per_keyframe = 8.0 * 2 * self.lay.dim * fn.layout.R         # bytes of one step's Jacobians
+        W = min(W, max(2, 4 * O, int(opt.jacobian_mb * 1e6 / per_keyframe)))
+        O = min(W - 1, O)
         self.timings = {"causal": 0.0, "linearize": 0.0, "solve": 0.0, "total": 0.0}
         result = SmoothingResult(t0, h, np.zeros((0, self.lay.dim)), used, rejected, [], self.timings, 0.0,
                                  efforts)
