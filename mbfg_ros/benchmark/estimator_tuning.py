@@ -112,7 +112,11 @@ def rig_estimator_config(mech: Mechanism, mechanism: str, sensors: str, dt: floa
     """:func:`estimator_config` with the rig's one default (:func:`rig_default`)."""
     d = rig_default(mech, mechanism, sensors)
     cfg = estimator_config(mech, d.estimate_gravity, dt, d.dynamics)
-    return replace(cfg, model_error=ModelErrorConfig(d.model_error) if d.model_error > 0 else ModelErrorConfig())
+    # the first keyframe's velocity as uncertain as the filters' initial velocity (5 deg/s), like
+    # with like (the config's 2 rad/s lets a gyro-only rig spin off in its first 0.1 s)
+    noise = replace(cfg.noise, prior_velocity=FilterTuning().initial_velocity)
+    return replace(cfg, noise=noise,
+                   model_error=ModelErrorConfig(d.model_error) if d.model_error > 0 else ModelErrorConfig())
 
 
 def dynamics_noise(mechanism: str, sensors: str, estimate_gravity: bool) -> float:
