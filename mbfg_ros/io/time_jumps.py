@@ -245,15 +245,7 @@ class TimeJumps:
         t = stamps
         newest0 = self.newest_ns
         run = np.maximum.accumulate(t)
-        newest = np.empty(m, np.int64)
-        newest[1:] = run[:-1]
-        has_newest = np.ones(m, bool)
-        if newest0 is None:
-            has_newest[0] = False
-            newest[0] = 0
-        else:
-            newest[0] = newest0
-            newest = np.maximum(newest, newest0)
+        newest, has_newest = _newest_before(t, newest0)
         flags = has_newest & (t > newest + self._ahead_ns)
         if self._lag_ns is not None:
             flags |= has_newest & (t < newest - self._lag_ns)
@@ -266,16 +258,7 @@ class TimeJumps:
                 continue
             where[name] = pos
             tp = t[pos]
-            last = np.empty(pos.size, np.int64)
-            last[1:] = np.maximum.accumulate(tp)[:-1]
-            has_last = np.ones(pos.size, bool)
-            last0 = self._last.get(name)
-            if last0 is None:
-                has_last[0] = False
-                last[0] = 0
-            else:
-                last[0] = last0
-                last = np.maximum(last, last0)
+            last, has_last = _newest_before(tp, self._last.get(name))
             if newest0 is None and pos[0] == 0:
                 has_last[0] = False            # (check() tests nothing before a first stamp)
             flags[pos] |= has_last & (tp < last - self._back_ns)
@@ -332,3 +315,22 @@ class TimeJumps:
         self._last = dict(c.last)
         self.newest_ns = c.newest
         return "jump"
+
+
+def _newest_before(t: np.ndarray, before: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """For each stamp of ``t`` (ns, in arrival order): the newest stamp seen before it (``before``,
+    the newest of earlier blocks, included) and whether there was any (False only for the first
+    stamp when ``before`` is None)."""
+    prev = np.empty(t.size, np.int64)
+    if t.size:
+        prev[1:] = np.maximum.accumulate(t)[:-1]
+    has = np.ones(t.size, bool)
+    if before is None:
+        if t.size:
+            has[0] = False
+            prev[0] = 0
+    else:
+        if t.size:
+            prev[0] = before
+        prev = np.maximum(prev, before)
+    return prev, has
