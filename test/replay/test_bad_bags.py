@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from rosbags.rosbag2 import StoragePlugin, Writer
 
-from support.replay_bags import simulated_messages, write_bag
+from support.replay_bags import damaged_copy, simulated_bag, simulated_messages, write_bag
 from support.simulations import config_mechanism
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
@@ -205,16 +205,7 @@ def test_nothing_estimable_is_an_error(tmp_path, mech, messages):
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
     """A 3 s simulated bag with ground truth (the file bytes are damaged in copies of it)."""
-    from support.replay_bags import simulated_bag
     return simulated_bag(tmp_path_factory.mktemp("recording") / "rec", "four_bar", 3.0)
-
-
-def damaged_copy(src, dst, mutate):
-    import shutil
-    shutil.copytree(src, dst)
-    mcap = next(dst.glob("*.mcap"))
-    mcap.write_bytes(mutate(bytearray(mcap.read_bytes())))
-    return dst
 
 
 def assert_every_message_accounted(res):

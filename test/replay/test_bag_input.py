@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import shutil
 
 import numpy as np
 import pytest
 from rosbags.rosbag2 import StoragePlugin, Writer
 
-from support.replay_bags import simulated_bag, simulated_messages
+from support.replay_bags import damaged_copy, simulated_bag, simulated_messages
 from support.simulations import config_mechanism
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.topic_names import resolve_topic
@@ -149,13 +148,6 @@ def recording(tmp_path_factory):
     return simulated_bag(tmp_path_factory.mktemp("bulk") / "rec", "four_bar", 8.0)
 
 
-def _damaged(src, dst, mutate):
-    shutil.copytree(src, dst)
-    mcap = next(dst.glob("*.mcap"))
-    mcap.write_bytes(mutate(bytearray(mcap.read_bytes())))
-    return dst
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_bulk_equals_per_message_on_damaged_bags(tmp_path, recording, seed):
     def corrupt(b):
@@ -164,11 +156,11 @@ def test_bulk_equals_per_message_on_damaged_bags(tmp_path, recording, seed):
             i = rng.randrange(200, len(b) - 200)
             b[i:i + 4] = rng.randbytes(4)
         return bytes(b)
-    assert_same(_damaged(recording, tmp_path / "damaged", corrupt), config_mechanism("four_bar"))
+    assert_same(damaged_copy(recording, tmp_path / "damaged", corrupt), config_mechanism("four_bar"))
 
 
 @pytest.mark.parametrize("fraction", [0.4, 0.9])
 def test_bulk_equals_per_message_on_truncated_bags(tmp_path, recording, fraction):
-    bag = _damaged(recording, tmp_path / "cut", lambda b: bytes(b[:int(len(b) * fraction)]))
+    bag = damaged_copy(recording, tmp_path / "cut", lambda b: bytes(b[:int(len(b) * fraction)]))
     inp = assert_same(bag, config_mechanism("four_bar"))
     assert inp.damage.truncated

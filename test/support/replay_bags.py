@@ -1,6 +1,7 @@
 """Bags for the replay tests: simulated runs (cached trajectories) and deliberately broken ones."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from support.simulations import config_mechanism, simulated
@@ -41,3 +42,11 @@ def write_bag(path: Path, messages: list[BagMessage], storage: str = "mcap") -> 
         for m in messages:
             bag.write(m)
     return path
+
+
+def damaged_copy(src: Path, dst: Path, mutate) -> Path:
+    """A copy of the bag directory ``src`` at ``dst`` whose MCAP file's bytes are ``mutate(bytes)``."""
+    shutil.copytree(src, dst)
+    mcap = next(dst.glob("*.mcap"))
+    mcap.write_bytes(mutate(bytearray(mcap.read_bytes())))
+    return dst
