@@ -213,14 +213,18 @@ class InputRouter:
 
     def _check_imu_rows(self, r: TopicRoute, rows) -> None:
         """:meth:`_check_imu` for N messages of one layout."""
-        N = len(rows)
-        frame = rows.template.header.frame_id
+        cov = rows.values("angular_velocity_covariance") \
+            if len(rows.template.angular_velocity_covariance) == 9 else None
+        self._check_imu_values(r, rows.template.header.frame_id, cov, len(rows))
+
+    def _check_imu_values(self, r: TopicRoute, frame: str, cov: np.ndarray | None, n: int) -> None:
+        """The checks of :meth:`_check_imu` for ``n`` messages with header.frame_id ``frame`` and
+        angular velocity covariances ``cov`` (n, 9) (None: not 9 numbers), each counted."""
         if frame != r.gyro_frame_id:
             self._disagree(r.topic, f"header.frame_id {frame!r} differs from the config's frame_id "
-                                    f"{r.gyro_frame_id!r} (the config's frame is used)", N)
-        if len(rows.template.angular_velocity_covariance) != 9:
+                                    f"{r.gyro_frame_id!r} (the config's frame is used)", n)
+        if cov is None:
             return
-        cov = rows.values("angular_velocity_covariance")
         given = np.any(cov != 0.0, axis=1)
         missing = given & (cov[:, 0] == -1.0)
         if missing.any():
@@ -235,10 +239,10 @@ class InputRouter:
             return
         axes = "".join("xyz"[i] for i in r.gyro_axes)
         values, counts = np.unique(std[off], axis=0, return_counts=True)
-        for row, n in zip(values, counts):
+        for row, k in zip(values, counts):
             self._disagree(r.topic, f"angular_velocity_covariance gives a noise of "
                                     f"{', '.join(f'{x:.3g}' for x in row)} rad/s on {axes}, the config "
-                                    f"{r.gyro_noise:.3g} rad/s (the config's noise is used)", int(n))
+                                    f"{r.gyro_noise:.3g} rad/s (the config's noise is used)", int(k))
 
     NOISE_TOLERANCE = 0.05
     """Relative difference between the Imu's standard deviation and the config's noise that is
@@ -248,23 +252,8 @@ class InputRouter:
         """Count what an Imu message says that the config does not: its frame_id, and its
         angular velocity covariance on the measured axes (all zeros: unknown, REP 145; -1 in
         the first element: not provided)."""
-        frame = msg.header.frame_id
-        if frame != r.gyro_frame_id:
-            self._disagree(r.topic, f"header.frame_id {frame!r} differs from the config's frame_id "
-                                    f"{r.gyro_frame_id!r} (the config's frame is used)")
         cov = np.asarray(msg.angular_velocity_covariance, float)
-        if cov.size != 9 or not np.any(cov):
-            return
-        if cov[0] == -1.0:
-            self._disagree(r.topic, "angular_velocity_covariance[0] = -1 marks the angular "
-                                    "velocity as not provided (it is used)")
-            return
-        std = np.sqrt(np.maximum(cov[[4 * i for i in r.gyro_axes]], 0.0))
-        if np.any(np.abs(std - r.gyro_noise) > self.NOISE_TOLERANCE * r.gyro_noise):
-            axes = "".join("xyz"[i] for i in r.gyro_axes)
-            self._disagree(r.topic, f"angular_velocity_covariance gives a noise of "
-                                    f"{', '.join(f'{x:.3g}' for x in std)} rad/s on {axes}, the config "
-                                    f"{r.gyro_noise:.3g} rad/s (the config's noise is used)")
+        self._check_imu_values(r, msg.header.frame_id, cov.reshape(1, 9) if cov.size == 9 else None, 1)
 
     def _disagree(self, topic: str, what: str, n: int = 1) -> None:
         self.disagreements.setdefault(topic, Counter())[what] += n
