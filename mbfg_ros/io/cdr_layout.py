@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from mbfg_ros.io.cdr_template import SENTINEL_NSEC, SENTINEL_SEC, _sentinels
+from mbfg_ros.io.cdr_template import SENTINEL_NSEC, SENTINEL_SEC, sentinel_values
 
 _BYTES8 = np.arange(8)
 
@@ -87,7 +87,7 @@ class CdrLayout:
             found: list[tuple[str, int | None]] = []
             _float_leaves(msg, "", found)
             counts = [1 if k is None else k for _, k in found]
-            sentinels = _sentinels(sum(counts))
+            sentinels = sentinel_values(sum(counts))
             values, s = {}, 0
             for (p, _), k in zip(found, counts):
                 values[p] = sentinels[s:s + k]

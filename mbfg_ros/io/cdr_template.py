@@ -20,7 +20,7 @@ SENTINEL_SEC = 1_234_567_891
 SENTINEL_NSEC = 987_654_321
 
 
-def _sentinels(count: int) -> np.ndarray:
+def sentinel_values(count: int) -> np.ndarray:
     """``count`` distinct float64 values whose byte patterns are unlikely elsewhere."""
     return 7.123456789012345e13 + 1.000000000000123 * np.arange(count)
 
@@ -32,7 +32,7 @@ class CdrTemplate:
         self.build = build
         self.widths = list(widths)
         total = sum(self.widths)
-        vals = _sentinels(total)
+        vals = sentinel_values(total)
         parts, s = [], 0
         for w in self.widths:
             parts.append(vals[s:s + w])
