@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from mbfg_ros.benchmark.estimator_tuning import MODEL_ERROR_RATE, effective_inertia, rig_default, rig_estimator_config
+from mbfg_ros.benchmark.estimator_tuning import (MODEL_ERROR_RATE, WITHOUT_ENCODERS, effective_inertia, rig_default,
+                                                 rig_estimator_config)
+from mbfg_ros.benchmark.observers.tuning import FilterTuning
 from mbfg_ros.benchmark.grid import Cell, GridOptions, benchmark_config, observer_mechanism
 
 
@@ -13,10 +15,11 @@ def _model(mechanism: str, sensors: str, gravity_error: float = 1.0):
 
 @pytest.mark.parametrize("mechanism,sensors,force,gravity", [
     ("four_bar", "encoder", True, True), ("five_bar", "encoder", True, True),
-    ("four_bar", "gyro", False, False), ("five_bar", "gyro", False, True)])
+    ("four_bar", "gyro", False, True), ("five_bar", "gyro", False, True)])
 def test_rule(mechanism, sensors, force, gravity):
     """Encoders on every DOF: gravity and the model-error force, whose random walk is the rate
-    times the DOFs' mean effective inertia; gyros only: no force (it would hide the pose)."""
+    times the DOFs' mean effective inertia; gyros only: gravity, no force (it would hide the
+    pose)."""
     mech = _model(mechanism, sensors)
     d = rig_default(mech, mechanism, sensors)
     assert (d.model_error > 0) == force and d.estimate_gravity == gravity
@@ -32,3 +35,17 @@ def test_same_for_every_cell_of_a_set():
     for sensors in ("encoder", "gyro"):
         assert rig_default(_model("four_bar", sensors, 1.0), "four_bar", sensors) == \
             rig_default(_model("four_bar", sensors, 4.0), "four_bar", sensors)
+
+
+def test_gyro_rig_choices_reach_the_config():
+    """The measured per-mechanism choices of gyro-only rigs (WITHOUT_ENCODERS) are what the
+    estimator gets; encoder rigs keep the config's threshold and position prior."""
+    four = rig_estimator_config(_model("four_bar", "gyro"), "four_bar", "gyro", 0.005)
+    assert four.relinearize_threshold == WITHOUT_ENCODERS["four_bar"].relinearize_threshold
+    assert four.noise.dynamics == WITHOUT_ENCODERS["four_bar"].dynamics
+    five = rig_estimator_config(_model("five_bar", "gyro"), "five_bar", "gyro", 0.005)
+    assert five.noise.prior_position == pytest.approx(FilterTuning().initial_position)
+    enc_mech = _model("four_bar", "encoder")
+    enc = rig_estimator_config(enc_mech, "four_bar", "encoder", 0.005)
+    assert enc.relinearize_threshold == enc_mech.config.estimator.relinearize_threshold
+    assert enc.noise.prior_position == enc_mech.config.estimator.noise.prior_position
