@@ -39,15 +39,15 @@ methods) for every gravity error, period and seed, chosen by a rule, never per c
   else the rig needs is measured per mechanism (:data:`WITHOUT_ENCODERS`, on exploration seeds 0..3 and
   100..107, never the evaluation seeds 4..23):
 
-  - four-bar, one coupler gyro: the gyro sees the crank through a ratio that changes sign twice
-    a revolution, and no reading corrects a linearisation error: ``relinearize_threshold``
-    1e-4 rad (the config's 3e-3 left the estimate on another motion in 2-4 of 4 runs of the
-    low-rate cells, and it made gravity estimation collapse, which the old verdict blamed on
-    observability) and 10 N m dynamics noise (as without gravity above; 1 N m: 2-8 failed runs of
-    8 at p >= 5). With both, gravity estimation tracks in 64 of 64 runs of seeds 100..107 and
-    32 of 32 of seeds 0..3 (CPU per keyframe about 2x the config's threshold). The first
-    keyframe's position prior stays the config's 0.5 rad: the filters' 5 deg made 6-8 of 8
-    runs per cell settle on the wrong branch.
+  - four-bar, one coupler gyro: 10 N m dynamics noise (as without gravity above; 1 N m: 2-8
+    failed runs of 8 at p >= 5), and the relinearisation threshold of its config file,
+    config/four_bar_gyro.yaml: 1e-4 rad. The gyro sees the crank through a ratio that changes
+    sign twice a revolution, and no reading corrects a linearisation error: the default 3e-3
+    left the estimate on another motion in 2-4 of 4 runs of the low-rate cells and made gravity
+    estimation collapse (which the old verdict blamed on observability). With both, gravity
+    estimation tracks in 64 of 64 runs of seeds 100..107 and 32 of 32 of seeds 0..3 (CPU per
+    keyframe about 2x). The first keyframe's position prior stays the config's 0.5 rad: the
+    filters' 5 deg made 6-8 of 8 runs per cell settle on the wrong branch.
   - five-bar, two coupler gyros: the config's dynamics noise and threshold, and the first
     keyframe's position as uncertain as the filters' initial position (5 deg): with the
     config's 0.5 rad, 1-2 runs of 8 per cell took a wrong motion for the first seconds
@@ -86,15 +86,13 @@ MODEL_ERROR_RATE = 1.0
 @dataclass(frozen=True)
 class GyroRigChoice:
     """What a rig whose DOF positions are seen only through the dynamics needs (None: the
-    config's): dynamics noise (N m), relinearisation threshold (rad), the first keyframe's
-    position prior (rad)."""
+    config's): dynamics noise (N m), the first keyframe's position prior (rad)."""
     dynamics: float | None = None
-    relinearize_threshold: float | None = None
     prior_position: float | None = None
 
 
 WITHOUT_ENCODERS: dict[str, GyroRigChoice] = {
-    "four_bar": GyroRigChoice(dynamics=10.0, relinearize_threshold=1e-4),
+    "four_bar": GyroRigChoice(dynamics=10.0),
     "five_bar": GyroRigChoice(prior_position=FilterTuning().initial_position),
 }
 """The measured choices of the module docstring, per mechanism, where no encoder sees every DOF."""
@@ -104,11 +102,10 @@ WITHOUT_ENCODERS: dict[str, GyroRigChoice] = {
 class RigDefault:
     """The one mbfg_ros configuration of a mechanism and sensor set: dynamics noise (N m),
     model-error random walk (N m per sqrt(s), 0 = off), online gravity estimation, and where
-    not None the relinearisation threshold (rad) and the first keyframe's position prior (rad)."""
+    not None the first keyframe's position prior (rad)."""
     dynamics: float
     model_error: float
     estimate_gravity: bool
-    relinearize_threshold: float | None = None
     prior_position: float | None = None
 
 
@@ -132,8 +129,7 @@ def rig_default(mech: Mechanism, mechanism: str, sensors: str) -> RigDefault:
         rw = MODEL_ERROR_RATE * float(np.mean(effective_inertia(mech)))
         return RigDefault(mech.config.estimator.noise.dynamics, rw, True)
     c = WITHOUT_ENCODERS.get(mechanism, GyroRigChoice())
-    return RigDefault(c.dynamics or mech.config.estimator.noise.dynamics, 0.0, True,
-                      c.relinearize_threshold, c.prior_position)
+    return RigDefault(c.dynamics or mech.config.estimator.noise.dynamics, 0.0, True, c.prior_position)
 
 
 def rig_estimator_config(mech: Mechanism, mechanism: str, sensors: str, dt: float) -> EstimatorConfig:
@@ -145,8 +141,6 @@ def rig_estimator_config(mech: Mechanism, mechanism: str, sensors: str, dt: floa
     noise = replace(cfg.noise, prior_velocity=FilterTuning().initial_velocity)
     if d.prior_position is not None:
         noise = replace(noise, prior_position=d.prior_position)
-    if d.relinearize_threshold is not None:
-        cfg = replace(cfg, relinearize_threshold=d.relinearize_threshold)
     return replace(cfg, noise=noise,
                    model_error=ModelErrorConfig(d.model_error) if d.model_error > 0 else ModelErrorConfig())
 

@@ -6,6 +6,7 @@ import pytest
 from mbfg_ros.benchmark.estimator_tuning import (MODEL_ERROR_RATE, WITHOUT_ENCODERS, effective_inertia, rig_default,
                                                  rig_estimator_config)
 from mbfg_ros.benchmark.observers.tuning import FilterTuning
+from mbfg_ros.model.config import EstimatorConfig
 from mbfg_ros.benchmark.grid import Cell, GridOptions, benchmark_config, observer_mechanism
 
 
@@ -39,22 +40,23 @@ def test_same_for_every_cell_of_a_set():
 
 def test_gyro_rig_choices_reach_the_config():
     """The measured per-mechanism choices of gyro-only rigs (WITHOUT_ENCODERS) are what the
-    estimator gets; encoder rigs keep the config's threshold and position prior."""
+    estimator gets, the four-bar's threshold from its config file; encoder rigs keep the
+    config's threshold and position prior."""
     four = rig_estimator_config(_model("four_bar", "gyro"), "four_bar", "gyro", 0.005)
-    assert four.relinearize_threshold == WITHOUT_ENCODERS["four_bar"].relinearize_threshold
+    assert four.relinearize_threshold == pytest.approx(1e-4)
     assert four.noise.dynamics == WITHOUT_ENCODERS["four_bar"].dynamics
     five = rig_estimator_config(_model("five_bar", "gyro"), "five_bar", "gyro", 0.005)
     assert five.noise.prior_position == pytest.approx(FilterTuning().initial_position)
     enc_mech = _model("four_bar", "encoder")
     enc = rig_estimator_config(enc_mech, "four_bar", "encoder", 0.005)
-    assert enc.relinearize_threshold == enc_mech.config.estimator.relinearize_threshold
+    assert enc.relinearize_threshold == EstimatorConfig().relinearize_threshold
     assert enc.noise.prior_position == enc_mech.config.estimator.noise.prior_position
 
 
 @pytest.mark.slow
 def test_four_bar_coupler_gyro_tracks_with_its_threshold():
     """Four-bar, one coupler gyro at 20 Hz, +4 m/s^2 gravity error, exploration seed 0: the rig's
-    default (gravity estimated, relinearised at 1e-4 rad) tracks; the config's 3e-3 rad threshold
+    default (gravity estimated, relinearised at its config's 1e-4 rad) tracks; the default 3e-3
     leaves the estimate on another motion (measured: last-half position RMSE 0.07 vs 1.9 rad)."""
     from dataclasses import replace
 
@@ -65,7 +67,7 @@ def test_four_bar_coupler_gyro_tracks_with_its_threshold():
     cell = Cell("four_bar", "gyro", 4.0, 10)
     data, truth = run_data(GridOptions(seeds=(0,)), cell, 0)
     cfg = rig_estimator_config(data.model, "four_bar", "gyro", data.dt)
-    loose = replace(cfg, relinearize_threshold=data.model.config.estimator.relinearize_threshold)
+    loose = replace(cfg, relinearize_threshold=EstimatorConfig().relinearize_threshold)
     assert loose.relinearize_threshold == pytest.approx(3e-3)
     last = {}
     for name, c in (("default", cfg), ("loose", loose)):
