@@ -71,8 +71,8 @@ def test_check_reads_the_top_speed_from_a_recording(tmp_path, capsys):
 
 @pytest.mark.parametrize("rig,warns", [("four_bar_gyro", True), ("four_bar", False)])
 def test_check_warns_of_a_model_error_state_without_direct_position_sensing(rig, warns, tmp_path, capsys):
-    """estimator.model_error (or a gravity scale) on a rig whose DOF positions are seen only
-    through the dynamics (a coupler gyro) is named with a WARNING; with a crank encoder it is not."""
+    """estimator.model_error on a rig whose DOF positions are seen only through the dynamics (a
+    coupler gyro) is named with a WARNING; with a crank encoder it is not."""
     import yaml
     doc = yaml.safe_load((CONFIG / f"{rig}.yaml").read_text())
     doc["mechanism"]["urdf"] = str(CONFIG.parent / "urdf" / "four_bar.urdf")
@@ -86,3 +86,21 @@ def test_check_warns_of_a_model_error_state_without_direct_position_sensing(rig,
     assert "model-error forces (random walk 20 per sqrt(s))" in text
     assert ("WARNING: estimator.model_error with the DOF positions (crank_joint)" in text) == warns
     assert (facts["model_error_warning"] is not None) == warns
+
+
+@pytest.mark.parametrize("threshold,warns", [(3e-3, True), (1e-4, False)])
+def test_check_warns_of_gravity_estimation_without_direct_position_sensing_unless_tight(
+        threshold, warns, tmp_path, capsys):
+    """A gravity scale on the coupler-gyro four-bar is named with a WARNING at the default
+    relinearisation threshold, not at the 1e-4 rad its config file sets."""
+    import yaml
+    doc = yaml.safe_load((CONFIG / "four_bar_gyro.yaml").read_text())
+    doc["mechanism"]["urdf"] = str(CONFIG.parent / "urdf" / "four_bar.urdf")
+    doc["estimator"].update(estimate_gravity=True, relinearize_threshold=threshold)
+    p = tmp_path / "rig.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    assert main(["check", str(p)]) == 0
+    text = capsys.readouterr().out
+    assert ("WARNING: estimate_gravity with the DOF positions (crank_joint)" in text) == warns
+    if warns:
+        assert "relinearize_threshold 0.003" in text and "set relinearize_threshold to 0.0001" in text
