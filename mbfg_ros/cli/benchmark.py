@@ -20,7 +20,8 @@ from pathlib import Path
 from mbfg_ros.benchmark import perf
 from mbfg_ros.errors import CliError
 
-QUICK_METHODS = ("dekf", "error_ekf", "mbfg_online", "mbfg_lagged", "mbfg_online_g", "mbfg_lagged_g")
+QUICK_METHODS = ("dekf", "error_ekf", "mbfg_default", "mbfg_default_lagged", "mbfg_online", "mbfg_lagged",
+                 "mbfg_online_g", "mbfg_lagged_g")
 """--quick leaves out the batch smoother and the UKF (the two costliest; --methods adds them)."""
 
 FULL_SEEDS = 3
