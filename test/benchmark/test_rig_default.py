@@ -5,9 +5,9 @@ import pytest
 
 from mbfg_ros.benchmark.estimator_tuning import (MODEL_ERROR_RATE, WITHOUT_ENCODERS, effective_inertia, rig_default,
                                                  rig_estimator_config)
+from mbfg_ros.benchmark.grid import Cell, GridOptions, benchmark_config, observer_mechanism
 from mbfg_ros.benchmark.observers.tuning import FilterTuning
 from mbfg_ros.model.config import EstimatorConfig
-from mbfg_ros.benchmark.grid import Cell, GridOptions, benchmark_config, observer_mechanism
 
 
 def _model(mechanism: str, sensors: str, gravity_error: float = 1.0):
