@@ -45,8 +45,8 @@ methods) for every gravity error, period and seed, chosen by a rule, never per c
     sign twice a revolution, and no reading corrects a linearisation error: the default 3e-3
     left the estimate on another motion in 2-4 of 4 runs of the low-rate cells and made gravity
     estimation collapse (which the old verdict blamed on observability). With both, gravity
-    estimation tracks in 64 of 64 runs of seeds 100..107 and 32 of 32 of seeds 0..3 (CPU per
-    keyframe about 2x). The first keyframe's position prior stays the config's 0.5 rad: the
+    estimation tracks in 64 of 64 runs of seeds 100..107 and 32 of 32 of seeds 0..3 (and then in
+    160 of 160 of the evaluation grid, seeds 4..23; CPU per keyframe about 2x). The first keyframe's position prior stays the config's 0.5 rad: the
     filters' 5 deg made 6-8 of 8 runs per cell settle on the wrong branch.
   - five-bar, two coupler gyros: the config's dynamics noise and threshold, and the first
     keyframe's position as uncertain as the filters' initial position (5 deg): with the

@@ -54,7 +54,7 @@ def _model_error_warning(mech, est, obs) -> str | None:
     velocities and the dynamics (gyros): a free force on the DOF can hold the estimate at a wrong
     pose (the four-bar with a coupler gyro settles 1.8 rad away); a gravity or mass scale holds
     only with a tight linearisation (the four-bar's collapsed at relinearize_threshold 3e-3 and
-    held in 96 of 96 benchmark runs at 1e-4)."""
+    held in 256 of 256 benchmark runs at 1e-4)."""
     if set(obs.direct_positions) >= set(mech.dof_names):
         return None
     missing = ", ".join(n for n in mech.dof_names if n not in obs.direct_positions)
