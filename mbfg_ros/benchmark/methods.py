@@ -16,7 +16,7 @@ Methods (keys for ``--methods``):
 | batch | reference: Levenberg-Marquardt over the whole recording, mbfg_ros factors (paper 3.4) |
 | mbfg_online, mbfg_lagged | mbfg_ros: newest estimate per keyframe; estimate smoothed over the lag |
 | mbfg_online_g, mbfg_lagged_g | the same with online gravity estimation |
-| mbfg_default, mbfg_default_lagged | mbfg_ros with the rig's ONE default configuration (estimator_tuning.rig_default: gravity and the model-error force where encoders see every DOF) |
+| mbfg_default, mbfg_default_lagged | mbfg_ros with the rig's ONE default configuration (estimator_tuning.rig_default: gravity everywhere, the model-error force where encoders see every DOF) |
 
 The online and lagged variants come from one estimator run (``lagged=True``) and share its
 CPU time. The lagged track is ``pop_lagged()`` during the run plus ``smoothed_window()`` at

@@ -17,7 +17,8 @@ class Estimate:
     ``x`` is the stacked keyframe state (:mod:`mbfg_ros.estimation.layout`); its parts are views:
     q, v, a (n,): joint positions, velocities, accelerations (rad or m, per s, per s^2);
     lam (m,): closure multipliers; u (n_u,): estimated unknown input efforts; model_error: the
-    estimated model-error forces on the DOF (N m or N, empty unless enabled); bias: gyro biases
+    estimated model-error forces (N m or N, on the coordinates of
+    :func:`~mbfg_ros.estimation.layout.model_error_joints`; empty unless enabled); bias: gyro biases
     (rad/s); gravity_scale, mass_scale (1 unless estimated). effort (n,): the actuator effort of
     every joint (known inputs + estimated inputs, 0 for passive joints); covariance: marginal
     covariance of [q_dof, v_dof] if asked.

@@ -31,7 +31,7 @@ class StateParts:
     b: ca.SX
     gravity_scale: ca.SX | float
     mass_scale: ca.SX | float
-    e: ca.SX | None = None             # model-error forces on the DOF (layout.E)
+    e: ca.SX | None = None             # model-error forces (layout.E, on model_error_joints)
 
 
 def wrap_angle(e):

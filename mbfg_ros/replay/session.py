@@ -44,10 +44,11 @@ from mbfg_ros.io.time_jumps import DEFAULT_MAX_TIME_GAP, TimeJumps, lagging_limi
 from mbfg_ros.replay.truth import TruthCollector, TruthSeries
 
 FORCES_BLOCK = 64
+"""Keyframes per call of the forces function (the estimator hands out a few at a time)."""
+
 WRITE_BATCH = 64
 """Keyframes the online replay holds before computing their forces and writing them at once
 (fewer when one is due for /diagnostics, which is built as its keyframe arrives)."""
-"""Keyframes per call of the forces function (the estimator hands out a few at a time)."""
 
 REORDER_MARGIN = 0.05
 """s added to the config's sensor_wait for the default reorder horizon."""

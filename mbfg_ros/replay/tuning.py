@@ -61,9 +61,10 @@ WALKS = ("input_random_walk", "gravity_random_walk", "mass_random_walk")
 SCALED = ("integration_position", "integration_velocity")
 """Process noises that move with the sensors in a rescale even when not searched."""
 BIAS_PREFIX = "bias_instability:"
-MODEL_ERROR = "model_error.random_walk"
 """Process-noise names: ``dynamics``, the random walks of WALKS, ``bias_instability:<gyro>`` and
-``model_error.random_walk`` (``estimator.model_error.random_walk``, when the rig has that state)."""
+:data:`MODEL_ERROR`."""
+MODEL_ERROR = "model_error.random_walk"
+"""The process-noise name of ``estimator.model_error.random_walk`` (when the rig has that state)."""
 
 
 @dataclass(frozen=True)
