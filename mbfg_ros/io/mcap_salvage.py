@@ -526,7 +526,7 @@ class _File:
         for _, opcode, body in definitions:
             self._definition(opcode, body)
         if any(c not in self.channels for c in chans):
-            return None                           # (cannot happen after the checks above)
+            return None                           # a channel neither known nor defined in the chunk
         wanted = np.zeros(offs.size, bool)
         topics = {c: self.channels[c] for c in chans}
         for c, ch in topics.items():
