@@ -83,6 +83,13 @@ class InputBatch:
         names = [topic for topic, _, _ in self.messages]
         return orders[perm], [names[i] for i in which[perm].tolist()], logs[perm].tolist()
 
+    def reading_stamps(self, entry: np.ndarray, row: np.ndarray) -> np.ndarray:
+        """(M,) int64 ns: the stamp of each reading (``entry``, ``row`` as :meth:`merged` gives)."""
+        if not self.sensors:
+            return np.zeros(0, np.int64)
+        starts = np.cumsum([0] + [len(rr.stamp_ns) for _, rr, _ in self.sensors])[:-1]   # each entry's first
+        return np.concatenate([rr.stamp_ns for _, rr, _ in self.sensors])[starts[entry] + row]
+
     def merged(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The readings in arrival order (message order, then place in the message):
         (entry (M,) index into ``sensors``, row (M,) within it, message order (M,))."""
@@ -226,7 +233,6 @@ class BagInput:
         with BagSource(self.path) as source:
             wanted = set(self.stats)
             decode = self.router.decode
-            deserialize = source.deserialize
             t = time.perf_counter()
             for topic, msgtype, log_ns, raw in source.messages(wanted):
                 st = self.stats[topic]
@@ -235,10 +241,8 @@ class BagInput:
                     if msgtype not in st.expected:
                         payload = decode(topic, msgtype, None, log_ns)   # counted by type
                     else:
-                        try:
-                            msg = deserialize(raw, msgtype)
-                        except Exception as exc:            # noqa: BLE001 - any corrupt message
-                            st.problems[f"cannot deserialize {msgtype}: {type(exc).__name__}"] += 1
+                        msg = _deserialize(source, st, raw, msgtype)
+                        if msg is None:
                             continue
                         payload = decode(topic, msgtype, msg, log_ns)
                     st.readings += len(payload)
@@ -249,17 +253,19 @@ class BagInput:
                     if msgtype not in st.expected:
                         st.problems[f"message type {msgtype}, expected {st.expected[0]}"] += 1
                         continue
-                    try:
-                        msg = deserialize(raw, msgtype)
-                    except Exception as exc:                # noqa: BLE001
-                        st.problems[f"cannot deserialize {msgtype}: {type(exc).__name__}"] += 1
+                    msg = _deserialize(source, st, raw, msgtype)
+                    if msg is None:
                         continue
                     now = time.perf_counter()
                     self.time_truth += now - t
                     yield TRUTH, st.config_topic or topic, log_ns, msg
                 t = time.perf_counter()
             self.damage = source.damage
-        for st in self.stats.values():              # held by the bag, never read: counted
+        self._count_unread()
+
+    def _count_unread(self) -> None:
+        """Messages the bag holds on a read topic but that were never read: counted per topic."""
+        for st in self.stats.values():
             unread = st.in_bag - st.messages
             if unread > 0:
                 st.problems[UNREADABLE] += unread
@@ -273,9 +279,7 @@ class BagInput:
             starts = np.searchsorted(order, msg_orders, "left").tolist()
             ends = np.searchsorted(order, msg_orders, "right").tolist()
             # the Reading objects in arrival order (built with C loops: map, list of row views)
-            flat = np.cumsum([0] + [len(rr.stamp_ns) for _, rr, _ in sensors])[:-1][entry] + row \
-                if sensors else entry
-            stamps = np.concatenate([rr.stamp_ns for _, rr, _ in sensors])[flat].tolist() if sensors else []
+            stamps = block.reading_stamps(entry, row).tolist()
             rows = [list(rr.value) for _, rr, _ in sensors]
             names = [rr.sensor for _, rr, _ in sensors]
             readings = list(map(Reading, [names[e] for e in entry.tolist()], stamps,
@@ -317,10 +321,7 @@ class BagInput:
                 self.time_truth += read * (1.0 - share)
                 yield out
             self.damage = source.damage
-        for st in self.stats.values():              # held by the bag, never read: counted
-            unread = st.in_bag - st.messages
-            if unread > 0:
-                st.problems[UNREADABLE] += unread
+        self._count_unread()
 
     def _fixed(self, source: BagSource, b: MessageBatch) -> tuple[list[tuple[np.ndarray, CdrLayout]], np.ndarray]:
         """([(message indexes, layout)], the other indexes) of a batch: which messages are
@@ -366,10 +367,8 @@ class BagInput:
             out.messages.append((topic, orders, b.log_ns[idx]))
         for i in rest.tolist():
             o, log_ns = int(b.order[i]), int(b.log_ns[i])
-            try:
-                msg = source.deserialize(b.raw(i), msgtype)
-            except Exception as exc:            # noqa: BLE001 - any corrupt message
-                st.problems[f"cannot deserialize {msgtype}: {type(exc).__name__}"] += 1
+            msg = _deserialize(source, st, b.raw(i), msgtype)
+            if msg is None:
                 continue
             payload = decode(topic, msgtype, msg, log_ns)
             st.readings += len(payload)
@@ -396,10 +395,8 @@ class BagInput:
             if k >= 0:
                 out.truth.append((topic, int(b.log_ns[a]), fixed[k][1].decode(b.data[a:e])))
                 continue
-            try:
-                msg = source.deserialize(b.raw(a), msgtype)
-            except Exception as exc:            # noqa: BLE001
-                st.problems[f"cannot deserialize {msgtype}: {type(exc).__name__}"] += 1
+            msg = _deserialize(source, st, b.raw(a), msgtype)
+            if msg is None:
                 continue
             out.truth.append((topic, int(b.log_ns[a]), msg))
 
@@ -429,3 +426,12 @@ class BagInput:
             if topic not in self.stats:
                 out[topic] = Counter(c)
         return {t: dict(c) for t, c in out.items()}
+
+
+def _deserialize(source: BagSource, st: TopicStats, raw: bytes, msgtype: str):
+    """The message, or None with the problem counted on its topic (any corrupt message)."""
+    try:
+        return source.deserialize(raw, msgtype)
+    except Exception as exc:            # noqa: BLE001 - any corrupt message
+        st.problems[f"cannot deserialize {msgtype}: {type(exc).__name__}"] += 1
+        return None

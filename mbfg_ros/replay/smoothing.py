@@ -96,8 +96,7 @@ def _read_block(block: InputBatch, jumps: TimeJumps, health: Health, eras_raw: l
     rows = [rr for _, rr, _ in block.sensors]
     names = [rr.sensor for rr in rows]
     topics = [topic for topic, _, _ in block.sensors]
-    starts = np.cumsum([0] + [len(rr.stamp_ns) for rr in rows])[:-1]      # each entry's first reading
-    stamps = np.concatenate([rr.stamp_ns for rr in rows])[starts[entry] + row]
+    stamps = block.reading_stamps(entry, row)
     events = jumps.check_block(topics, names, entry, stamps,
                                lambda i: (names[entry[i]], int(stamps[i]), rows[entry[i]].value[row[i]]))
     for kind, x in events:
