@@ -20,7 +20,8 @@ from typing import Callable
 
 import numpy as np
 
-from mbfg_ros.io.cdr_template import SENTINEL_NSEC, SENTINEL_SEC, sentinel_values
+from mbfg_ros.io.cdr_template import (SENTINEL_NSEC, SENTINEL_SEC, SENTINEL_STAMP, find_once, sentinel_values,
+                                      value_offsets)
 
 _BYTES8 = np.arange(8)
 
@@ -103,23 +104,18 @@ class CdrLayout:
         variable = np.zeros(len(probe), bool)
         leaves: dict[str, np.ndarray] = {}
         for p, _ in found:
-            offs = []
-            for v in values[p]:
-                pat = np.float64(v).tobytes()
-                at = probe.find(pat)
-                if at < 0 or probe.find(pat, at + 1) >= 0:
-                    return None
-                offs.append(at)
+            offs = value_offsets(probe, values[p])
+            if offs is None:
+                return None
+            for at in offs.tolist():
                 variable[at:at + 8] = True
-            leaves[p] = np.array(offs, np.int64)
+            leaves[p] = offs
         stamp_offset = None
         if has_stamp:
-            pat = np.array([SENTINEL_SEC], "<i4").tobytes() + np.array([SENTINEL_NSEC], "<u4").tobytes()
-            at = probe.find(pat)
-            if at < 0 or probe.find(pat, at + 1) >= 0:
+            stamp_offset = find_once(probe, SENTINEL_STAMP)
+            if stamp_offset is None:
                 return None
-            stamp_offset = at
-            variable[at:at + 8] = True
+            variable[stamp_offset:stamp_offset + 8] = True
         const_idx = np.flatnonzero(~variable)
         probe_arr = np.frombuffer(probe, np.uint8)
         layout = cls(msg, len(probe), probe_arr[const_idx].copy(), const_idx, leaves, stamp_offset)

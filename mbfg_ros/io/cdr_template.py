@@ -20,9 +20,33 @@ SENTINEL_SEC = 1_234_567_891
 SENTINEL_NSEC = 987_654_321
 
 
+SENTINEL_STAMP = np.array([SENTINEL_SEC], "<i4").tobytes() + np.array([SENTINEL_NSEC], "<u4").tobytes()
+"""The CDR bytes of a header.stamp holding the sentinel time (int32 sec, uint32 nanosec)."""
+
+
 def sentinel_values(count: int) -> np.ndarray:
     """``count`` distinct float64 values whose byte patterns are unlikely elsewhere."""
     return 7.123456789012345e13 + 1.000000000000123 * np.arange(count)
+
+
+def find_once(data: bytes, pattern: bytes) -> int | None:
+    """The offset of ``pattern`` in ``data`` if it occurs exactly once, else None."""
+    at = data.find(pattern)
+    if at < 0 or data.find(pattern, at + 1) >= 0:
+        return None
+    return at
+
+
+def value_offsets(data: bytes, values: np.ndarray) -> np.ndarray | None:
+    """The offset in ``data`` of each float64 of ``values`` (sentinels), or None if one is not
+    found exactly once."""
+    offs = np.zeros(len(values), np.int64)
+    for i, v in enumerate(values):
+        at = find_once(data, np.float64(v).tobytes())
+        if at is None:
+            return None
+        offs[i] = at
+    return offs
 
 
 class CdrTemplate:
@@ -40,20 +64,15 @@ class CdrTemplate:
         stamp = SENTINEL_SEC * 1_000_000_000 + SENTINEL_NSEC
         data = bytes(msgs.serialize(build(stamp, parts)))
         self.template = np.frombuffer(data, np.uint8).copy()
-        self.ok = True
-        self.value_offsets = np.zeros(total, np.int64)
-        for i, v in enumerate(vals):
-            pat = np.float64(v).tobytes()
-            at = data.find(pat)
-            if at < 0 or data.find(pat, at + 1) >= 0:
-                self.ok = False
-                return
-            self.value_offsets[i] = at
-        pat = np.array([SENTINEL_SEC], "<i4").tobytes() + np.array([SENTINEL_NSEC], "<u4").tobytes()
-        offs, at = [], data.find(pat)
+        offsets = value_offsets(data, vals)
+        self.ok = offsets is not None
+        if offsets is None:
+            return
+        self.value_offsets = offsets
+        offs, at = [], data.find(SENTINEL_STAMP)
         while at >= 0:
             offs.append(at)
-            at = data.find(pat, at + 1)
+            at = data.find(SENTINEL_STAMP, at + 1)
         self.stamp_offsets = np.array(offs, np.int64)
         # runs of values stored back to back (a float64[] field): one slice copy per run
         self._runs: list[tuple[int, int, int]] = []       # (first value, count, byte offset)
