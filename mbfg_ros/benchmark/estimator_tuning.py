@@ -117,9 +117,10 @@ def effective_inertia(mech: Mechanism) -> np.ndarray:
     return np.diag(R.T @ mech.mass_matrix(m.data, s.q) @ R).copy()
 
 
-def rig_default(mech: Mechanism, mechanism: str, sensors: str) -> RigDefault:
-    """The rule of the module docstring: gravity everywhere, the model-error state where encoders
-    see every DOF, else the measured choices of WITHOUT_ENCODERS."""
+def rig_default(mech: Mechanism, mechanism: str) -> RigDefault:
+    """The rule of the module docstring for ``mech``, the benchmark's ``mechanism`` with one of
+    its sensor sets: gravity everywhere, the model-error state where encoders see every DOF,
+    else the measured choices of WITHOUT_ENCODERS."""
     from mbfg_ros.model.assembly import initial_state
     from mbfg_ros.model.observability import observability
     data = mech.create_data()
@@ -132,9 +133,9 @@ def rig_default(mech: Mechanism, mechanism: str, sensors: str) -> RigDefault:
     return RigDefault(c.dynamics or mech.config.estimator.noise.dynamics, 0.0, True, c.prior_position)
 
 
-def rig_estimator_config(mech: Mechanism, mechanism: str, sensors: str, dt: float) -> EstimatorConfig:
+def rig_estimator_config(mech: Mechanism, mechanism: str, dt: float) -> EstimatorConfig:
     """:func:`estimator_config` with the rig's one default (:func:`rig_default`)."""
-    d = rig_default(mech, mechanism, sensors)
+    d = rig_default(mech, mechanism)
     cfg = estimator_config(mech, d.estimate_gravity, dt, d.dynamics)
     # the first keyframe's velocity as uncertain as the filters' initial velocity (5 deg/s), like
     # with like (the config's 2 rad/s lets a gyro-only rig spin off in its first 0.1 s)

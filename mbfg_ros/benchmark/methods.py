@@ -127,7 +127,7 @@ def run_group(group: str, data: RunData) -> dict[str, Track]:
     if group in ("mbfg", "mbfg_g"):
         return _run_mbfg(data, estimate_gravity=group == "mbfg_g")
     if group == "mbfg_default":
-        cfg = rig_estimator_config(data.model, data.rig[0], data.rig[1], data.dt)
+        cfg = rig_estimator_config(data.model, data.rig[0], data.dt)
         out = _run_mbfg(data, estimate_gravity=cfg.estimate_gravity, cfg=cfg)
         return {"mbfg_default": next(v for k, v in out.items() if k.startswith("mbfg_online")),
                 "mbfg_default_lagged": next(v for k, v in out.items() if k.startswith("mbfg_lagged"))}

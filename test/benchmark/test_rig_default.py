@@ -22,11 +22,11 @@ def test_rule(mechanism, sensors, force, gravity):
     times the DOFs' mean effective inertia; gyros only: gravity, no force (it would hide the
     pose)."""
     mech = _model(mechanism, sensors)
-    d = rig_default(mech, mechanism, sensors)
+    d = rig_default(mech, mechanism)
     assert (d.model_error > 0) == force and d.estimate_gravity == gravity
     if force:
         assert d.model_error == pytest.approx(MODEL_ERROR_RATE * effective_inertia(mech).mean())
-    cfg = rig_estimator_config(mech, mechanism, sensors, 0.005)
+    cfg = rig_estimator_config(mech, mechanism, 0.005)
     assert cfg.model_error.random_walk == d.model_error and cfg.estimate_gravity == gravity
     assert cfg.noise.dynamics == d.dynamics and cfg.keyframe_rate == pytest.approx(200.0)
 
@@ -34,21 +34,21 @@ def test_rule(mechanism, sensors, force, gravity):
 def test_same_for_every_cell_of_a_set():
     """One configuration per set: the gravity error (the model's) does not change it."""
     for sensors in ("encoder", "gyro"):
-        assert rig_default(_model("four_bar", sensors, 1.0), "four_bar", sensors) == \
-            rig_default(_model("four_bar", sensors, 4.0), "four_bar", sensors)
+        assert rig_default(_model("four_bar", sensors, 1.0), "four_bar") == \
+            rig_default(_model("four_bar", sensors, 4.0), "four_bar")
 
 
 def test_gyro_rig_choices_reach_the_config():
     """The measured per-mechanism choices of gyro-only rigs (WITHOUT_ENCODERS) are what the
     estimator gets, the four-bar's threshold from its config file; encoder rigs keep the
     config's threshold and position prior."""
-    four = rig_estimator_config(_model("four_bar", "gyro"), "four_bar", "gyro", 0.005)
+    four = rig_estimator_config(_model("four_bar", "gyro"), "four_bar", 0.005)
     assert four.relinearize_threshold == pytest.approx(1e-4)
     assert four.noise.dynamics == WITHOUT_ENCODERS["four_bar"].dynamics
-    five = rig_estimator_config(_model("five_bar", "gyro"), "five_bar", "gyro", 0.005)
+    five = rig_estimator_config(_model("five_bar", "gyro"), "five_bar", 0.005)
     assert five.noise.prior_position == pytest.approx(FilterTuning().initial_position)
     enc_mech = _model("four_bar", "encoder")
-    enc = rig_estimator_config(enc_mech, "four_bar", "encoder", 0.005)
+    enc = rig_estimator_config(enc_mech, "four_bar", 0.005)
     assert enc.relinearize_threshold == EstimatorConfig().relinearize_threshold
     assert enc.noise.prior_position == enc_mech.config.estimator.noise.prior_position
 
@@ -66,7 +66,7 @@ def test_four_bar_coupler_gyro_tracks_with_its_threshold():
 
     cell = Cell("four_bar", "gyro", 4.0, 10)
     data, truth = run_data(GridOptions(seeds=(0,)), cell, 0)
-    cfg = rig_estimator_config(data.model, "four_bar", "gyro", data.dt)
+    cfg = rig_estimator_config(data.model, "four_bar", data.dt)
     loose = replace(cfg, relinearize_threshold=EstimatorConfig().relinearize_threshold)
     assert loose.relinearize_threshold == pytest.approx(3e-3)
     last = {}
