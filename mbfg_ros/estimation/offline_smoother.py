@@ -137,9 +137,8 @@ class MappedSteps:
         self.Jt = np.zeros((block, 2 * self.D, self.R))
         self._extra = [np.zeros(max(1, int(mapped.numel_out(i)))) for i in range(2, mapped.n_out())]
         self._buf, self._eval = mapped.buffer()
-        for i, a in enumerate((self.x0, self.x1, self.p)):
-            self._buf.set_arg(i, memoryview(a))
-        for i, a in enumerate((self.r, self.Jt, *self._extra)):
+        self._bind_scratch()
+        for i, a in enumerate(self._extra, start=2):
             self._buf.set_res(i, memoryview(a))
 
     def evaluate(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, r_out: np.ndarray,
@@ -160,34 +159,36 @@ class MappedSteps:
                 buf.set_res(1, memoryview(Jt_out[s:e]))
                 self._eval()
                 continue
-            self.x0[:c], self.x1[:c], self.p[:c] = X0[s:e], X1[s:e], P[s:e]
-            if c < B:                            # pad with the last step (results ignored)
-                self.x0[c:], self.x1[c:], self.p[c:] = X0[e - 1], X1[e - 1], P[e - 1]
-            for i, a in enumerate((self.x0, self.x1, self.p)):
-                buf.set_arg(i, memoryview(a))
-            buf.set_res(0, memoryview(self.r))
-            buf.set_res(1, memoryview(self.Jt))
+            self._load(X0, X1, P, s, e)
+            self._bind_scratch()
             self._eval()
             r_out[s:e] = self.r[:c]
             Jt_out[s:e] = self.Jt[:c]
 
+    def _bind_scratch(self) -> None:
+        """The mapped function reads the scratch block and writes its rows and Jacobians."""
+        buf = self._buf
+        for i, a in enumerate((self.x0, self.x1, self.p)):
+            buf.set_arg(i, memoryview(a))
+        buf.set_res(0, memoryview(self.r))
+        buf.set_res(1, memoryview(self.Jt))
+
+    def _load(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, s: int, e: int) -> None:
+        """Steps s..e-1 into the scratch block, padded with the last step (results ignored)."""
+        c = e - s
+        self.x0[:c], self.x1[:c], self.p[:c] = X0[s:e], X1[s:e], P[s:e]
+        if c < self.B:
+            self.x0[c:], self.x1[c:], self.p[c:] = X0[e - 1], X1[e - 1], P[e - 1]
 
     def residuals(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, r_out: np.ndarray) -> None:
         """Only the rows r_out (N, R) of N steps (the Jacobians go to a scratch block)."""
         N, B = X0.shape[0], self.B
-        buf = self._buf
-        buf.set_res(1, memoryview(self.Jt))
-        for i, a in enumerate((self.x0, self.x1, self.p)):
-            buf.set_arg(i, memoryview(a))
-        buf.set_res(0, memoryview(self.r))
+        self._bind_scratch()
         for s in range(0, N, B):
             e = min(N, s + B)
-            c = e - s
-            self.x0[:c], self.x1[:c], self.p[:c] = X0[s:e], X1[s:e], P[s:e]
-            if c < B:
-                self.x0[c:], self.x1[c:], self.p[c:] = X0[e - 1], X1[e - 1], P[e - 1]
+            self._load(X0, X1, P, s, e)
             self._eval()
-            r_out[s:e] = self.r[:c]
+            r_out[s:e] = self.r[:e - s]
 
 
 PROJECTION_TOLERANCE = 1e-12
