@@ -4,13 +4,12 @@ damaged and truncated files."""
 from __future__ import annotations
 
 import random
-import shutil
 
 import numpy as np
 import pytest
 import yaml
 
-from support.replay_bags import simulated_bag
+from support.replay_bags import damaged_copy, simulated_bag
 from mbfg_ros.io.mcap_salvage import McapSalvage
 
 
@@ -22,14 +21,6 @@ def recording(tmp_path_factory):
 def _expected(bag) -> dict[str, int]:
     info = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     return {t["topic_metadata"]["name"]: t["message_count"] for t in info["topics_with_message_count"]}
-
-
-def _copy(src, dst, mutate=None):
-    shutil.copytree(src, dst)
-    mcap = next(dst.glob("*.mcap"))
-    if mutate is not None:
-        mcap.write_bytes(mutate(bytearray(mcap.read_bytes())))
-    return dst
 
 
 def _flat(blocks) -> list[tuple[str, str, int, bytes]]:
@@ -75,14 +66,14 @@ def test_a_damaged_bag_gives_the_same_messages_and_damage(tmp_path, recording, s
             i = rng.randrange(200, len(b) - 200)
             b[i:i + 4] = rng.randbytes(4)
         return bytes(b)
-    s = assert_same(_copy(recording, tmp_path / "damaged", corrupt))
+    s = assert_same(damaged_copy(recording, tmp_path / "damaged", corrupt))
     if seed == 5:                                 # damage in one chunk, the others in bulk
         assert s.damage.regions and s.chunks_at_once >= 1
 
 
 @pytest.mark.parametrize("fraction", [0.3, 0.55, 0.8, 0.97, 0.9999])
 def test_a_truncated_bag_gives_the_same_messages_and_damage(tmp_path, recording, fraction):
-    s = assert_same(_copy(recording, tmp_path / "cut", lambda b: bytes(b[:int(len(b) * fraction)])))
+    s = assert_same(damaged_copy(recording, tmp_path / "cut", lambda b: bytes(b[:int(len(b) * fraction)])))
     assert s.damage.truncated
 
 
@@ -98,6 +89,6 @@ def test_a_damaged_message_index_sends_its_chunk_to_the_record_loop(tmp_path, re
     index = first + 9 + int.from_bytes(data[first + 1:first + 9], "little")
     assert data[index] == 0x07                        # a message index follows it
     data[index + 9 + 2 + 4 + 8] ^= 0x01               # its first entry's offset
-    bag = _copy(recording, tmp_path / "index", lambda _: bytes(data))
+    bag = damaged_copy(recording, tmp_path / "index", lambda _: bytes(data))
     s = assert_same(bag)
     assert s.chunks_at_once == s0.chunks_at_once - 1
