@@ -113,24 +113,32 @@ class TfBuffer:
 
 class TfRecorder:
     """A node on ``domain_id`` that fills a TF buffer and records the header frame ids of
-    ``topics`` ({topic: message type}); close it (or use it as a context manager)."""
+    ``topics`` ({topic: message type}) and the stamps of the /tf it received (what the buffer
+    can answer for: its /tf subscription may be matched later than the others); close it (or
+    use it as a context manager)."""
 
     def __init__(self, domain_id: int, topics: dict[str, str] | None = None) -> None:
         self._background = BackgroundNode(domain_id, "tf_recorder")
         self.node = self._background.node
         self.uses_tf2_ros = tf2_ros is not None
+        self.frames: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+        self._tf_stamps: set[int] = set()
+        self._lock = threading.Lock()
+        from tf2_msgs.msg import TFMessage
         if self.uses_tf2_ros:
             from rclpy.duration import Duration
             self.buffer = tf2_ros.Buffer(cache_time=Duration(seconds=120))
             self._listener = tf2_ros.TransformListener(self.buffer, self.node, spin_thread=False)
+            self.node.create_subscription(TFMessage, "/tf", self._record_tf, TF_QOS)
         else:
-            from tf2_msgs.msg import TFMessage
             self.buffer = TfBuffer()
-            self.node.create_subscription(TFMessage, "/tf", lambda m: self.buffer.add(m, False), TF_QOS)
+
+            def on_tf(m) -> None:
+                self.buffer.add(m, False)
+                self._record_tf(m)
+            self.node.create_subscription(TFMessage, "/tf", on_tf, TF_QOS)
             self.node.create_subscription(TFMessage, "/tf_static", lambda m: self.buffer.add(m, True),
                                           TF_STATIC_QOS)
-        self.frames: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
-        self._lock = threading.Lock()
         for topic, msgtype in (topics or {}).items():
             self.node.create_subscription(message_class(msgtype), topic,
                                           lambda m, topic=topic: self._record(topic, m),
@@ -140,6 +148,15 @@ class TfRecorder:
     def _record(self, topic: str, msg) -> None:
         with self._lock:
             self.frames[topic][msg.header.frame_id].append(_stamp_ns(msg.header))
+
+    def _record_tf(self, msg) -> None:
+        with self._lock:
+            self._tf_stamps.update(_stamp_ns(t.header) for t in msg.transforms)
+
+    def tf_stamps(self) -> list[int]:
+        """The stamps (ns, sorted) of the /tf transforms received so far."""
+        with self._lock:
+            return sorted(self._tf_stamps)
 
     def frame_ids(self) -> dict[str, dict[str, list[int]]]:
         """{topic: {frame_id: stamps (ns)}} of what arrived so far."""
