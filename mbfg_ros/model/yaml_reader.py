@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 from typing import Any, Iterator, Sequence
 
 from mbfg_ros.errors import ConfigError
+
+_EXPONENT_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+"""A number in exponent notation: YAML 1.1 (PyYAML) reads ``6e-4`` as a string, ``6.0e-4`` as a float."""
 
 REQUIRED = object()
 
@@ -88,6 +92,8 @@ class YamlNode:
                     unit: str = "") -> float:
         """``value`` as a finite float within the bounds (``min``/``max`` inclusive, in ``unit``;
         never beyond :data:`MAGNITUDE_LIMIT`), or a ConfigError naming the field and the range."""
+        if isinstance(value, str) and _EXPONENT_NUMBER.fullmatch(value.strip()):
+            value = float(value)      # YAML 1.1 reads 6e-4 (no dot) as a string: it is a number
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.error(key, "expected a number", value)
         value = float(value)

@@ -55,6 +55,15 @@ def test_wrong_type(tmp_path, capsys):
     check_fails(capsys, p, "sensors.encoders[0].noise", "expected a number", "one degree")
 
 
+def test_a_number_in_exponent_notation_without_a_dot_is_a_number(tmp_path):
+    """YAML 1.1 (PyYAML) reads 6e-4 as the string '6e-4'; the config takes it as the number."""
+    from mbfg_ros.model.config import load_rig_config
+    p = write_config(tmp_path, lambda d: d["estimator"].setdefault("noise", {}).update(
+        integration_position="6e-4", integration_velocity="1E-2"))
+    noise = load_rig_config(p).estimator.noise
+    assert noise.integration_position == 6e-4 and noise.integration_velocity == 1e-2
+
+
 def test_missing_field(tmp_path, capsys):
     p = write_config(tmp_path, lambda d: d["sensors"]["encoders"][0].pop("topic"))
     check_fails(capsys, p, "sensors.encoders[0].topic", "required")
