@@ -59,15 +59,15 @@ def run(args: argparse.Namespace) -> int:
 def _bag_speed(args: argparse.Namespace, facts: dict) -> None:
     """facts["bag_speed"]: the recording's top DOF speed and the keyframe rate it needs."""
     from mbfg_ros.model.mechanism import load_mechanism
-    from mbfg_ros.model.speed import RAD_PER_KEYFRAME, needed_keyframe_rate, top_speed_from_bag
+    from mbfg_ros.model.speed import needed_keyframe_rate, rad_per_keyframe, top_speed_from_bag
     mech = load_mechanism(args.config)
     b = top_speed_from_bag(mech, args.bag)
     rate = mech.config.estimator.keyframe_rate
     if b["top_speed"] is not None:
-        need = needed_keyframe_rate(b["top_speed"])
+        need = needed_keyframe_rate(b["top_speed"], mech.dof_positions_sensed)
         b["needed_keyframe_rate"] = need
         if rate < need - 1e-9:
             b["warning"] = (f"keyframe_rate {rate:g} Hz is below the {need:g} Hz this recording needs "
-                            f"({RAD_PER_KEYFRAME:g} rad per keyframe at {b['top_speed']:.0f} rad/s): set "
+                            f"({rad_per_keyframe(mech.dof_positions_sensed):g} rad per keyframe at {b['top_speed']:.0f} rad/s): set "
                             f"mechanism.top_speed: {b['top_speed']:.0f} (keyframe_rate auto) or keyframe_rate: {need:g}")
     facts["bag_speed"] = b

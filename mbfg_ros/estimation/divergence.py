@@ -4,11 +4,21 @@ After each solve the estimator evaluates, at the new estimate, the whitened resi
 reading of the newest step (|r| / sigma, the RMS over a reading's rows) and hands them here. Per
 sensor, the RMS of those residuals over the last ``window`` seconds (default 0.5 s) is the
 figure; above ``limit`` sigmas (default 5) with at least ``min_readings`` readings in the window,
-the sensor is **diverged**: the estimate no longer explains its readings (a whole-turn slip
-against a multi-turn encoder, an integration model that cannot follow the motion, a wrong
-model). A healthy estimate has an RMS near 1. Periods are kept for the replay's summary and
-JSON (``start``, ``end`` in the estimator's time, s; ``peak`` sigmas); the node's /diagnostics
-turns a diverged sensor ERROR (:func:`mbfg_ros.io.sensor_health.divergence_verdicts`).
+the sensor **fails** the test: the estimate does not explain its readings to their noise. A
+healthy estimate has an RMS near 1. A failing period has a verdict:
+
+- ``strained`` (the default): the sensor is fitted worse than its noise while the estimate is
+  consistent otherwise (model error, integration at speed, a noise set too low). The node's
+  /diagnostics says WARN naming the likely ``cause``;
+- ``lost``: the estimate is lost (a whole-turn slip against an encoder, no sensor agreeing with
+  it, residuals far beyond the limit for a whole window, a restart): ERROR on /diagnostics and
+  ``DIVERGED`` in the replay. The estimator judges this (:meth:`DivergenceMonitor.lose`), since it
+  knows the sensors; a period never goes back from lost.
+
+A period may carry a ``note``: what the motion asks of the keyframe rate, with the setting to
+change. Periods are kept for the replay's summary and JSON (``start``, ``end`` in the
+estimator's time, s; ``peak`` sigmas; ``verdict``, ``cause``, ``note``), the node's /diagnostics
+turns them into statuses (:func:`mbfg_ros.io.sensor_health.divergence_verdicts`).
 """
 from __future__ import annotations
 
@@ -21,6 +31,8 @@ import numpy as np
 WINDOW = 0.5          # s
 LIMIT = 5.0           # sigmas
 MIN_READINGS = 5
+STRAINED = "strained"
+LOST = "lost"
 KEPT_PERIODS = 10_000
 """The newest periods kept (a node that runs for months stays bounded; ``period_count`` counts all)."""
 
@@ -28,14 +40,24 @@ KEPT_PERIODS = 10_000
 @dataclass
 class DivergencePeriod:
     """A span in which a sensor's rolling residual RMS exceeded the limit (times in s of the
-    estimator's time; ``end`` None while open; ``peak`` the largest RMS, sigmas)."""
+    estimator's time; ``end`` None while open; ``peak`` the largest RMS, sigmas); ``verdict``
+    STRAINED or LOST, ``cause`` why (the likely cause, or the evidence of a lost estimate),
+    ``note`` advice on the keyframe rate ("" if none)."""
     sensor: str
     start: float
     end: float | None
     peak: float
+    verdict: str = STRAINED
+    cause: str = ""
+    note: str = ""
+
+    @property
+    def lost(self) -> bool:
+        return self.verdict == LOST
 
     def as_dict(self) -> dict:
-        return {"sensor": self.sensor, "start": self.start, "end": self.end, "peak_sigma": self.peak}
+        return {"sensor": self.sensor, "start": self.start, "end": self.end, "peak_sigma": self.peak,
+                "verdict": self.verdict, "cause": self.cause, "note": self.note}
 
 
 class _Window:
@@ -54,9 +76,10 @@ class DivergenceMonitor:
         self.window, self.limit, self.min_readings = float(window), float(limit), int(min_readings)
         self._w: dict[str, _Window] = {}
         self.rms: dict[str, float] = {}                 # newest rolling RMS per sensor (sigmas)
-        self.open: dict[str, DivergencePeriod] = {}     # sensors diverged now
+        self.open: dict[str, DivergencePeriod] = {}     # sensors failing the test now
         self.periods: deque[DivergencePeriod] = deque(maxlen=KEPT_PERIODS)   # newest, open ones included
         self.period_count = 0                           # every period since the start
+        self._run: dict[str, list[float]] = {}          # sensor -> [sum of squares, readings] since the start
 
     def add(self, sensor: str, stamp: float, residuals) -> None:
         """Whitened residuals (sigmas, one per reading) of ``sensor``'s readings near ``stamp``."""
@@ -66,6 +89,9 @@ class DivergenceMonitor:
         sq = float(sum(float(r) * float(r) for r in residuals))
         if not math.isfinite(sq):
             sq = 1e300
+        run = self._run.setdefault(sensor, [0.0, 0])
+        run[0] += min(sq, 1e300)
+        run[1] += n
         w = self._w.get(sensor)
         if w is None:
             w = self._w[sensor] = _Window()
@@ -91,27 +117,114 @@ class DivergenceMonitor:
             p.end = stamp
             del self.open[sensor]
 
+    def run_rms(self) -> dict[str, float]:
+        """{sensor: whitened residual RMS of every reading tested since the start} (sigmas): how
+        well the estimate fitted each sensor over the run, each reading at the estimate it was
+        solved in (restarts included)."""
+        return {s: math.sqrt(sq / n) for s, (sq, n) in self._run.items() if n}
+
     @property
-    def diverged(self) -> dict[str, float]:
-        """{sensor: rolling RMS (sigmas)} of the sensors diverged now."""
+    def failing(self) -> dict[str, float]:
+        """{sensor: rolling RMS (sigmas)} of the sensors failing the test now (either verdict)."""
         return {s: self.rms.get(s, 0.0) for s in self.open}
 
-    def restart(self, stamp: float | None = None) -> None:
+    @property
+    def diverged(self) -> dict[str, float]:
+        """{sensor: rolling RMS (sigmas)} of the sensors whose failing period is LOST now."""
+        return {s: self.rms.get(s, 0.0) for s, p in self.open.items() if p.lost}
+
+    @property
+    def strained(self) -> dict[str, float]:
+        """{sensor: rolling RMS (sigmas)} of the sensors fitted worse than their noise now (STRAINED)."""
+        return {s: self.rms.get(s, 0.0) for s, p in self.open.items() if not p.lost}
+
+    def seconds_failing(self, sensor: str, stamp: float) -> float:
+        """How long ``sensor`` has been failing at ``stamp`` (0 if it is not)."""
+        p = self.open.get(sensor)
+        return 0.0 if p is None else stamp - p.start
+
+    def sensors_with_readings(self) -> list[str]:
+        """The sensors with readings in their window now."""
+        return [s for s, w in self._w.items() if w.count]
+
+    def lose(self, sensor: str, why: str) -> None:
+        """Judge ``sensor``'s open period LOST (the estimate is lost), with the evidence."""
+        p = self.open.get(sensor)
+        if p is not None and not p.lost:
+            p.verdict, p.cause = LOST, why
+
+    def restart(self, stamp: float | None = None, lost: str = "") -> None:
         """Close the open periods (at ``stamp``, or their last figure's time) and forget the
-        windows: after a reset the estimator starts over."""
+        windows: after a reset the estimator starts over. ``lost``: the restart's reason, when
+        the estimate was lost (the open periods become LOST with it)."""
         for s, p in self.open.items():
             last = self._w[s].entries[-1][0] if s in self._w and self._w[s].entries else p.start
             p.end = stamp if stamp is not None else last
+            if lost and not p.lost:
+                p.verdict, p.cause = LOST, lost
         self.open.clear()
         self._w.clear()
         self.rms.clear()
 
-    def diverged_at(self, t) -> np.ndarray:
-        """Whether any sensor was diverged at each time of ``t`` (closed periods [start, end],
-        open ones from their start on)."""
+    def diverged_at(self, t, verdict: str = LOST) -> np.ndarray:
+        """Whether any sensor's period of ``verdict`` covered each time of ``t`` (closed periods
+        [start, end], open ones from their start on)."""
         t = np.asarray(t, float)
         out = np.zeros(t.shape, bool)
         for p in self.periods:
+            if p.verdict != verdict:
+                continue
             end = math.inf if p.end is None else p.end
             out |= (t >= p.start) & (t <= end)
         return out
+
+
+SLIP_RADIANS = 1.0
+"""rad: an angle encoder whose rolling residual RMS is this far from the estimate shows a lost
+estimate (a whole-turn slip is 2 pi), not a strained fit."""
+LOST_SIGMAS = 4.0
+"""A sensor failing for a whole window at more than this many times the limit (20 sigma by
+default) shows a lost estimate: a tracked fast rig's gyro peaks at 5-11 sigma, a lost one's
+stays at 30-400."""
+LIKELY_CAUSE = ("model error, integration at speed, or a noise set too low (`mbfg tune` estimates the "
+                "noises from a recording)")
+
+
+class LossJudge:
+    """Judges the failing periods of a DivergenceMonitor for the estimator: LOST when an angle
+    encoder is SLIP_RADIANS off, when every sensor with readings fails at once for a whole window
+    (none agrees with the estimate; two sensors at least), or when a sensor fails at more than
+    LOST_SIGMAS times the limit for a whole window; else STRAINED with its likely cause. An open
+    period gets the keyframe-rate note of ``speed_note()`` when it opens and once per window while
+    it lasts (the speed seen so far grows; "" keeps the last note)."""
+
+    def __init__(self, encoder_radians: dict[str, float]) -> None:
+        """``encoder_radians``: {angle encoder name: its noise sigma, rad}."""
+        self.encoder_radians = encoder_radians
+        self._noted: dict[int, float] = {}            # period -> when its note was last taken
+
+    def judge(self, mon: DivergenceMonitor, stamp: float, speed_note) -> None:
+        if not mon.open:
+            return
+        reading = set(mon.sensors_with_readings())
+        none_agree = len(reading) >= 2 and reading <= set(mon.open)
+        for name, p in list(mon.open.items()):
+            last = self._noted.get(id(p))
+            if last is None or stamp - last >= mon.window:     # a note per window while it lasts
+                if len(self._noted) > 4 * KEPT_PERIODS:
+                    self._noted = {id(q): self._noted.get(id(q), stamp) for q in mon.open.values()}
+                self._noted[id(p)] = stamp
+                p.note = speed_note() or p.note
+            if p.lost:
+                continue
+            rms = mon.rms.get(name, 0.0)
+            whole = stamp - p.start >= mon.window
+            sigma = self.encoder_radians.get(name)
+            if sigma is not None and rms * sigma > SLIP_RADIANS:
+                mon.lose(name, f"{rms * sigma:.2f} rad from the estimate (a whole-turn slip, or lost)")
+            elif none_agree and whole:
+                mon.lose(name, "no sensor agrees with the estimate: " + ", ".join(sorted(reading)))
+            elif whole and rms > LOST_SIGMAS * mon.limit:
+                mon.lose(name, f"above {LOST_SIGMAS * mon.limit:g} sigma for {mon.window:g} s")
+            elif not p.cause:
+                p.cause = LIKELY_CAUSE

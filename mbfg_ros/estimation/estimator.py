@@ -44,18 +44,21 @@ import numpy as np
 import scipy.linalg
 
 from mbfg_ros.errors import AssemblyError
-from mbfg_ros.estimation.divergence import DivergenceMonitor
+from mbfg_ros.estimation.divergence import DivergenceMonitor, LossJudge
+from mbfg_ros.estimation.integration_noise import IntegrationNoise
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.outputs import ClosureForce, Estimate, Forces, Health, SensorCounts
 from mbfg_ros.estimation.relinearization import StepRecords, select_steps
 from mbfg_ros.estimation.schedule import KeyframeSchedule, StepInbox
 from mbfg_ros.estimation.sensor_streams import SensorStream
 from mbfg_ros.estimation.smoother import FixedLagSmoother, SolverFailure
+from mbfg_ros.estimation.start_search import StartSearch
 from mbfg_ros.estimation.step_function import LinearizationError, StepFunction, compiled_step_function
 from mbfg_ros.model.assembly import assemble, solve_velocity
 from mbfg_ros.model.assembly import initial_state as assembled_initial_state
 from mbfg_ros.model.config import EstimatorConfig
 from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.speed import needed_keyframe_rate
 
 COMMAND_PREFIX = "command:"
 JUMP_CONFIRM = 3               # readings in a row older than the window make a jump backwards
@@ -87,9 +90,24 @@ def keyframes_per_update(cfg: EstimatorConfig) -> int:
     return max(1, int(round(cfg.keyframe_rate * AUTO_GROUP_PERIOD)))
 
 
+GN_TRIGGER = 10.0
+"""sigmas (RMS of the equations-of-motion rows at the predicted state) above which the newest
+keyframe is refined by Gauss-Newton before ISAM2 (``gauss_newton_adaptive``). Measured on a
+gyro-only slider-crank at 1 kHz: the prediction misses by 8.6 sigma at the median, 29 at p90,
+165 at p99 (dead centres); on the four-bar at 200 Hz by 1.7 / 12 / 43."""
+
 REINIT_FACTOR = 10.0
 """A re-initialisation from the encoders needs their residual RMS above this many times the
 divergence limit (50 sigma by default)."""
+ROUGH_FACTOR = 2.0
+"""A failing period's note advises a finer grid when the velocity rows' truncation the estimate
+shows exceeds the default integration noise by this factor (integration_noise.py)."""
+ROUGH_MARGIN = 1.5
+"""The finer grid advised is this times the one at which the RMS truncation would meet the noise
+(the truncation peaks at dead centres: on a slider-crank at 20-78 rad/s whose RMS truncation at
+400 Hz was 2.7 times the noise, 600 Hz fitted its gyro at 2.0 sigma, 800 Hz at 1.13)."""
+SEARCH_SECONDS = 0.2
+"""s of readings over which start hypotheses are scored (start_search.py)."""
 
 
 class Estimator:
@@ -97,12 +115,18 @@ class Estimator:
 
     def __init__(self, mechanism: Mechanism, config: EstimatorConfig | None = None, *,
                  initial_q: np.ndarray | None = None, initial_v: np.ndarray | None = None,
+                 initial_state: np.ndarray | None = None, prior_sigma: np.ndarray | None = None,
                  lagged: bool = False, covariance: bool = False, freeze_gc: bool = True,
-                 record_steps: bool = False, step_function: StepFunction | None = None) -> None:
-        """``record_steps`` keeps every step's parameters (for a batch solve over the whole run,
-        see :func:`mbfg_ros.estimation.batch.smooth_recording`); memory grows with the run.
+                 record_steps: bool = False, step_function: StepFunction | None = None,
+                 search: bool = True) -> None:
+        """``initial_state``: a whole first state (layout order) instead of one assembled, with
+        ``prior_sigma`` (default the config's prior sigmas). ``record_steps`` keeps every step's
+        parameters (for a batch solve over the whole run, see
+        :func:`mbfg_ros.estimation.batch.smooth_recording`); memory grows with the run.
         ``step_function``: a StepFunction built for the same mechanism and settings (estimators
-        of one mechanism share the compiled function; by default it comes from a cache)."""
+        of one mechanism share the compiled function; by default it comes from a cache).
+        ``search``: on a rig whose DOF positions no encoder reads, pick the start (and the
+        restart of a lost estimate) among several hypotheses (:mod:`.start_search`)."""
         t_build = time.perf_counter()
         self.mech = mechanism
         self.cfg = config or mechanism.config.estimator
@@ -131,6 +155,7 @@ class Estimator:
         self._p[:] = self.layout.empty_parameters()
         for i, s in enumerate(self._measuring):
             s.slot = i                                 # its block in the step parameters
+        self._integration = IntegrationNoise(self.lay.n, self.h, *self.layout.integration_default)
         self.inbox = StepInbox(self.layout, self._measuring,
                                ahead=max(64, int(math.ceil(4 * self.cfg.sensor_wait * self.cfg.keyframe_rate)) + 8))
         n, h = self.lay.n, self.h
@@ -140,6 +165,7 @@ class Estimator:
         self._transition[n:2 * n, 2 * n:3 * n] = h * np.eye(n)
         self._initial_q = initial_q
         self._initial_v = initial_v
+        self._initial_x = None if initial_state is None else np.asarray(initial_state, float).copy()
         self._command_t: dict[int, list[float]] = {}
         self._command_y: dict[int, list[float]] = {}
         self._next_key = 0
@@ -152,7 +178,14 @@ class Estimator:
                               if s.kind == "encoder" and mechanism.encoders[s.index].config.joint in mechanism.dof_names}
         self._encoders_cover_dof = set(mechanism.dof_names) <= {
             e.config.joint for e in mechanism.encoders if e.config.name in self._dof_encoders}
-        self._start_fresh(None)
+        # without encoders on every DOF the start comes from several hypotheses (start_search.py)
+        self._judge = LossJudge({e.config.name: e.config.noise for e in mechanism.encoders
+                                 if mechanism.angular[e.index]})
+        self._search = search and not self._encoders_cover_dof and bool(mechanism.gyros)
+        self._search_readings: list = []             # the window's newest readings, kept by a recovery
+        self._search_start = (self._search and self.cfg.initial_pose == "sensors" and initial_q is None
+                              and initial_state is None)
+        self._start_fresh(None, prior_sigma)
         self.startup_s = time.perf_counter() - t_build
         if freeze_gc:
             gc.collect()
@@ -166,6 +199,8 @@ class Estimator:
         readings (branch from the last estimate, or the config's hint) with the config's initial
         DOF velocities; else the config's initial assembly."""
         mech, lay = self.mech, self.lay
+        if self._initial_x is not None:
+            return self._initial_x.copy()
         if self._initial_q is not None:
             q = np.asarray(self._initial_q, float)
             v = np.zeros(mech.n) if self._initial_v is None else np.asarray(self._initial_v, float)
@@ -225,6 +260,7 @@ class Estimator:
         self._back_limit = -math.inf                 # a stamp before this is out of the window
         self._held_back: list = []                   # readings before it, until a jump is confirmed
         self._recovering = False
+        self._integration.reset()
 
     def reset(self, reason: str = "requested") -> None:
         """Forget everything and start again from the config's initial state."""
@@ -321,7 +357,7 @@ class Estimator:
             self.inbox.queue(s.slot, stamp, y)
             if stamp > sch.latest:
                 sch.latest = stamp
-            if sch.latest - self.inbox.earliest()[0] >= sch.wait:
+            if sch.latest - self.inbox.earliest()[0] >= (SEARCH_SECONDS if self._search_start else sch.wait):
                 self._open()
                 self._close_ready()
             return "queued"
@@ -341,11 +377,41 @@ class Estimator:
 
     def _open(self) -> None:
         """Start the run at the earliest reading waiting (the initial state may come from the
-        waiting encoder readings)."""
+        waiting encoder readings, or from the best start hypothesis over them)."""
         if self._x_start is None:
             self._x_start = self._initial_state()
+            if self._search_start and self.inbox.waiting:
+                self._start_from_search()
         self.schedule.open(self.inbox.earliest()[0])
         self.inbox.start(self.schedule)
+
+    def _start_from_search(self) -> None:
+        """The run's first state from the best start hypothesis over the waiting readings (with
+        the config's initial state and prior sigmas as the prior)."""
+        readings = [(self._measuring[i], stamp, value) for i, stamp, value in self.inbox.waiting]
+        t1 = max(r[1] for r in readings)
+        result = StartSearch(self).run(self._x_start, self._prior_sigma, readings, self._commands_until(t1))
+        self.health.start_searches += 1
+        self.health.last_start_search = "start: " + result.describe()
+        if result.best.state is not None:
+            self._x_start = result.best.state
+            self._prior_sigma = self._restart_sigmas()
+
+    def _commands_until(self, t1: float) -> list:
+        """The known-effort commands up to ``t1`` as samples (name, stamp, effort)."""
+        out = []
+        for j, ts in self._command_t.items():
+            name = COMMAND_PREFIX + self.mech.joint_names[j]
+            out += [(name, t, y) for t, y in zip(ts, self._command_y[j]) if t <= t1]
+        return out
+
+    def _restart_sigmas(self) -> np.ndarray:
+        """Prior sigmas of a restart from a solved state: the config's, positions at most 0.05
+        rad and velocities 0.5 rad/s."""
+        sig = self.lay.prior_sigmas(self.mech, self.cfg)
+        sig[self.lay.Q] = min(self.cfg.noise.prior_position, 0.05)
+        sig[self.lay.V] = min(self.cfg.noise.prior_velocity, 0.5)
+        return sig
 
     def advance_to(self, stamp: float) -> None:
         """Close every keyframe up to ``stamp`` even if sensors are silent (dynamics only)."""
@@ -448,15 +514,38 @@ class Estimator:
 
     def _gauss_newton(self, x0: np.ndarray | None, x1: np.ndarray, iterations: int):
         """Refine x1 with x0 fixed (the step's bound parameters); return the final
-        linearization (r, J0, J1; views) and x1."""
-        for _ in range(iterations):
-            r, _, J1 = self.linearize(x0, x1, None, copy=False)
+        linearization (r, J0, J1; views) and x1. ``iterations`` are always taken; up to
+        ``gauss_newton_adaptive`` more while the point is poor (:meth:`_poor_point`): at a jerk
+        the constant-acceleration prediction misses the equations of motion by many sigmas, and
+        the robust kernel, judging the readings there, would down-weight the very readings
+        that show the change. An adaptive step that does not lower the step's cost is undone
+        (a model the data contradict would otherwise be driven further off)."""
+        extra = 0 if x0 is None else self.cfg.gauss_newton_adaptive
+        done = 0
+        r, J0, J1 = self.linearize(x0, x1, None, copy=False)
+        while done < iterations or (done < iterations + extra and self._poor_point(r)):
+            cost = float(r @ r)
             dx = scipy.linalg.lstsq(J1, -r, lapack_driver="gelsy", check_finite=False)[0]
             if not math.isfinite(dx.sum()):
                 break
-            x1 = x1 + dx
-        r, J0, J1 = self.linearize(x0, x1, None, copy=False)
+            x_new = x1 + dx
+            r, J0, J1 = self.linearize(x0, x_new, None, copy=False)
+            if done >= iterations and not float(r @ r) < cost:
+                r, J0, J1 = self.linearize(x0, x1, None, copy=False)     # no gain: back
+                break
+            x1 = x_new
+            done += 1
+            self.health.gauss_newton_iterations += 1
         return r, J0, J1, x1
+
+    def _poor_point(self, r: np.ndarray) -> bool:
+        """Whether the step just linearized sits at a poor point: its equations-of-motion rows'
+        whitened RMS above GN_TRIGGER sigmas, or a reading down-weighted there."""
+        L = self.layout
+        d = r[L.dynamics_start:L.dynamics_start + L.dynamics_rows]
+        if d.size and float(d @ d) > GN_TRIGGER * GN_TRIGGER * d.size:
+            return True
+        return bool(self.fn.step.stats[1::2].any())
 
     def _reading_factor(self, s: SensorStream, stamp: float, value, k: int,
                         x0: np.ndarray, x1: np.ndarray, new_key: bool = False, shift_x0: bool = True):
@@ -491,6 +580,7 @@ class Estimator:
         t_k = self._time(k)
         p = self._p
         extra = self.inbox.take(k, p, sch)
+        p[self.layout.integration] = self._integration.sigmas()
         if self._command_t:
             self._fill_efforts(p, t_k)
         if first and self._x_start is None:
@@ -557,10 +647,13 @@ class Estimator:
                     first = self.records.is_unary(g.k)
                     self.recorded.append((g.k, self.records.parameters(g.k).copy(), first,
                                           (self._x_start.copy(), self._prior_sigma.copy()) if first else None))
+            A = self.lay.A
             for g in group:
                 self._x[g.k] = self.smoother.estimate(g.k)
+                self._integration.add(self._x[g.k][A])
             last = group[-1].k
             self._divergence_test(group[-1])
+            self._judge.judge(self.health.divergence, self._time(last), self._speed_note)
             for kk in [kk for kk in self._x if kk < last - 1]:
                 del self._x[kk]
             self._relinearize()
@@ -584,10 +677,13 @@ class Estimator:
         config's velocities): a slipped or lost estimate comes back instead of staying wrong.
         Counted in ``health.reinitialisations``; at most once per two windows."""
         mon = self.health.divergence
-        if not self._encoders_cover_dof or not mon.open:
+        if not mon.open:
             return
         t = self._time(k)
         if t < self._reinit_after:
+            return
+        if not self._encoders_cover_dof:
+            self._search_if_lost(k, t)
             return
         if not all(n in mon.open and t - mon.open[n].start >= mon.window
                    and mon.rms.get(n, 0.0) > REINIT_FACTOR * mon.limit for n in self._dof_encoders):
@@ -598,9 +694,140 @@ class Estimator:
         self._reinit_after = t + 2 * mon.window
         for s in self._sensors.values():
             s.forget_recent()
-        mon.restart(t)
+        mon.restart(t, lost=f"re-initialised from the encoders at {t:.3f} s")
         self._reinit_pending = True
         self._start_fresh(None)
+
+    def _search_if_lost(self, k: int, t: float) -> None:
+        """Without encoders on every DOF: when every gyro's failing period has been judged LOST
+        (:class:`~mbfg_ros.estimation.divergence.LossJudge`) and has lasted a whole window,
+        restart from the best start hypothesis over the window's newest readings (at most once
+        per two windows)."""
+        if not self._search:
+            return
+        mon = self.health.divergence
+        gyros = [s.name for s in self._measuring if s.kind == "gyro"]
+        if not all(n in mon.open and mon.open[n].lost and t - mon.open[n].start >= mon.window for n in gyros):
+            return
+        what = ", ".join(f"{n} {mon.rms.get(n, 0.0):.1f} sigma" for n in sorted(gyros))
+        if self._restart_from_search(k, f"{what} over {mon.window:g} s"):
+            self.health.reinitialisations += 1
+            self.health.last_reinitialisation = self.health.last_start_search
+            self._reinit_after = t + 2 * mon.window
+
+    def _window_readings(self, t: float) -> list:
+        """(stream, stamp, value) of the readings the steps of the newest SEARCH_SECONDS before
+        ``t`` took (late readings, held as factors of their own, are not among them)."""
+        readings = []
+        for kk in list(self.smoother.keys):
+            if self._time(kk) > t - SEARCH_SECONDS and not self.records.is_unary(kk):
+                readings += self._slot_readings(self.records.parameters(kk), self._time(kk - 1))
+        return readings
+
+    def _restart_from_search(self, k: int, why: str, readings: list | None = None) -> bool:
+        """Restart the run at keyframe k's time from the best start hypothesis over ``readings``
+        (default: those of the newest SEARCH_SECONDS steps in the window; the prior: the estimate
+        of k, with the config's prior sigmas). False when there are too few readings."""
+        t = self._time(k)
+        if readings is None:
+            readings = self._window_readings(t)
+        if sum(1 for s, _, _ in readings if s.kind == "gyro") < 3:
+            return False
+        prior = self._x.get(k)
+        if prior is None or not np.all(np.isfinite(prior)):
+            prior = self._initial_state()
+        t0 = min(r[1] for r in readings)
+        commands = [c for c in self._commands_until(t) if c[1] >= t0]
+        result = StartSearch(self).run(prior, self.lay.prior_sigmas(self.mech, self.cfg), readings, commands)
+        self.health.start_searches += 1
+        self.health.last_start_search = f"at {t:.3f} s ({why}): " + result.describe()
+        best = result.best
+        if best.end is None:
+            return False
+        self.health.divergence.restart(t, lost=f"restarted from the start hypotheses at {t:.3f} s ({why})")
+        dt = t - best.end_time
+        x = best.end.copy()
+        n, lay = self.lay.n, self.lay
+        x[lay.Q] = x[lay.Q] + dt * x[lay.V] + 0.5 * dt * dt * x[lay.A]
+        x[lay.V] = x[lay.V] + dt * x[lay.A]
+        for s in self._sensors.values():
+            s.forget_recent()
+        keep = [(self._measuring[i], stamp, value) for i, stamp, value in self.inbox.drain(self.schedule)]
+        latest = self.schedule.latest
+        self._start_fresh(x, self._restart_sigmas())
+        sch = self.schedule
+        sch.open(t)
+        for s, stamp, value in keep:
+            if stamp > t:
+                kk = sch.keyframe_of(stamp)
+                self.inbox.put(s.slot, kk, sch.closed, stamp, value, sch.fraction(stamp, kk))
+                s.run_last = max(s.run_last, stamp)
+            else:
+                s.counts.discarded += 1
+        sch.latest = max(latest, t)
+        return True
+
+    def _slot_readings(self, p: np.ndarray, t_prev: float) -> list:
+        """(stream, stamp, value) of every used slot of a step's parameters."""
+        out = []
+        for b, s in zip(self.layout.blocks, self._measuring):
+            V = b.view(p)
+            for j in np.flatnonzero(V[:, 0] >= 0):
+                out.append((s, t_prev + float(V[j, 0]) * self.h,
+                            float(V[j, 1]) if s.dim == 1 else V[j, 1:1 + s.dim].copy()))
+        return out
+
+    def _speed_note(self) -> str:
+        """What the DOF speed of the window asks of the keyframe rate, when the configured rate
+        is below it: "encoders show 72 rad/s: set mechanism.top_speed: 72 (keyframe_rate auto) or
+        keyframe_rate: 400" ("" when the rate suffices). The speed is the fastest DOF encoder's
+        (10 ms differences of its readings in the window), else the estimate's."""
+        src, w = "encoders show", self._encoder_speed()
+        if w is None:
+            X = self.smoother.all_estimates() if len(self.smoother) else None
+            if X is None or not len(X):
+                return ""
+            src, w = "the estimate shows", float(np.abs(X[:, self.lay.V][:, self.mech.dof]).max())
+        need = needed_keyframe_rate(w, self.mech.dof_positions_sensed)
+        if need > self.cfg.keyframe_rate + 1e-9:
+            return (f"{src} {w:.0f} rad/s: set mechanism.top_speed: {math.ceil(w)} (keyframe_rate auto) or "
+                    f"keyframe_rate: {need:g}")
+        rough = self._integration.roughness()
+        if rough > ROUGH_FACTOR:
+            rate = 50.0 * math.ceil(ROUGH_MARGIN * self.cfg.keyframe_rate * rough ** (1.0 / 3.0) / 50.0)
+            return (f"the motion is {rough:.1f} times rougher than the integration noise at {self.cfg.keyframe_rate:g} Hz "
+                    f"allows (velocity rows' truncation; a heavy link on a light crank swings its speed within a "
+                    f"turn): set keyframe_rate: {rate:g}")
+        return ""
+
+    def _encoder_speed(self) -> float | None:
+        """The fastest DOF speed the DOF encoders' readings in the window show (rad/s or m/s, over
+        differences of at least 10 ms), or None without DOF encoders or readings."""
+        streams = {s.name for s in self._measuring if s.name in self._dof_encoders}
+        if not streams:
+            return None
+        series: dict[str, list] = {n: [] for n in streams}
+        for kk in list(self.smoother.keys)[1:]:
+            for s, stamp, value in self._slot_readings(self.records.parameters(kk), self._time(kk - 1)):
+                if s.name in series:
+                    series[s.name].append((stamp, float(value)))
+        best = None
+        for name, pts in series.items():
+            if len(pts) < 3:
+                continue
+            t, q = np.array(sorted(pts)).T
+            enc = self.mech.encoders[self._sensors[name].index]
+            if enc.wraps:
+                q = np.unwrap(q)
+            step = max(1, int(round(0.01 / max(float(np.median(np.diff(t))), 1e-6))))
+            if step >= t.size:
+                continue
+            dt = t[step:] - t[:-step]
+            ok = dt > 0
+            if ok.any():
+                w = float(np.abs((q[step:] - q[:-step])[ok] / dt[ok]).max())
+                best = w if best is None else max(best, w)
+        return best
 
     def _take_back(self, group) -> list:
         """The readings the keyframes of ``group`` had taken, no longer counted as used."""
@@ -626,8 +853,19 @@ class Estimator:
             self._recovering = False
             for s, _, _ in readings:
                 s.counts.discarded += 1
-            self.health.last_recovery += f"; restart failed ({exc}), back to the initial state"
-            self._start_fresh(None)
+            t = self._time(k)
+            window, self._search_readings = self._search_readings, []
+            if self._encoders_cover_dof:
+                self.health.last_recovery += f"; restart failed ({exc}), restarting from the encoders"
+                self.health.divergence.restart(t, lost=f"a restart failed at {t:.3f} s; restarting from the encoders")
+                self._reinit_pending = True
+                self._start_fresh(None)
+            elif self._search and self._restart_from_search(k, "a restart failed", window):
+                self.health.last_recovery += f"; restart failed ({exc}), {self.health.last_start_search}"
+            else:
+                self.health.last_recovery += f"; restart failed ({exc}), back to the initial state"
+                self.health.divergence.restart(t, lost=f"a restart failed at {t:.3f} s; back to the initial state")
+                self._start_fresh(None)
             return
         self._recover(k, str(exc) or type(exc).__name__, readings)
 
@@ -800,10 +1038,9 @@ class Estimator:
             x_start, sig = None, None
         else:
             x_start = self._predict(good)
-            sig = self.lay.prior_sigmas(self.mech, self.cfg)
-            sig[self.lay.Q] = min(self.cfg.noise.prior_position, 0.05)
-            sig[self.lay.V] = min(self.cfg.noise.prior_velocity, 0.5)
+            sig = self._restart_sigmas()
         t = self._time(k)
+        self._search_readings = self._window_readings(t) if self._search else []
         keep = [(self._measuring[i], stamp, value) for i, stamp, value in self.inbox.drain(self.schedule)]
         latest = self.schedule.latest
         self._start_fresh(x_start, sig)

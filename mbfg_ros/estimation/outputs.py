@@ -129,10 +129,13 @@ class Health:
     residual_rms: float = 0.0              # whitened residual RMS of the newest step
     closure_residual: float = 0.0          # max |Phi| at the newest estimate (m or rad)
     relinearizations: int = 0
+    gauss_newton_iterations: int = 0       # adaptive refinements of the newest keyframe
     unknown_sensor: int = 0
     divergence: DivergenceMonitor = field(default_factory=DivergenceMonitor)   # rolling innovation test
-    reinitialisations: int = 0             # restarts from the encoders after a divergence
+    reinitialisations: int = 0             # restarts from the encoders (or the start hypotheses) after a divergence
     last_reinitialisation: str = ""
+    start_searches: int = 0                # start-hypothesis searches (start_search.py), at start and when lost
+    last_start_search: str = ""
 
     def latency(self, cpu: bool = False, whole_run: bool = False) -> tuple[float, float, float]:
         """(mean, p99, max) update time in ms per keyframe (wall, or thread CPU), over the last

@@ -266,7 +266,7 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
     is the solver."""
     statuses = []
     topics = {s.name: s.topic for s in mech.config.sensors.all()}
-    diverged = divergence_verdicts(est.health.divergence)     # ERROR: beats every other verdict
+    diverged = divergence_verdicts(est.health.divergence)     # ERROR (lost) / WARN (strained): beat the others
     for name, c in est.counts().items():
         if name.startswith("command:"):
             topic = mech.config.joint(name.split(":", 1)[1]).topic
@@ -305,11 +305,15 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
         level, message = WARN, "waiting for data"
     elif h.last_recovery and h.recoveries:
         message = f"tracking; {h.recoveries} recoveries, last: {h.last_recovery}"
-    if diverged:
+    if h.divergence.diverged:
         level = ERROR
         message = "DIVERGED: " + ", ".join(f"{n} whitened residual RMS {r:.1f} sigma"
                                            for n, r in h.divergence.diverged.items()) + \
             f" over the last {h.divergence.window:g} s (limit {h.divergence.limit:g}); " + message
+    elif h.divergence.strained:
+        level = WARN
+        message += "; fitted worse than their noise: " + ", ".join(
+            f"{n} {r:.1f} sigma" for n, r in h.divergence.strained.items())
     if p99 > 1e3 / est.cfg.keyframe_rate:
         level = max(level, WARN)
         message += f"; update p99 {p99:.2f} ms exceeds the keyframe period"
@@ -319,6 +323,7 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
               "closure_residual": h.closure_residual, "last_recovery": h.last_recovery or "none",
               "last_reset": h.last_reset or "none", "unknown_sensor_samples": h.unknown_sensor,
               "diverged_sensors": ",".join(h.divergence.diverged) or "none",
+              "strained_sensors": ",".join(h.divergence.strained) or "none",
               "diverged_periods": h.divergence.period_count, "reinitialisations": h.reinitialisations,
               "last_reinitialisation": h.last_reinitialisation or "none"}
     if e is not None:

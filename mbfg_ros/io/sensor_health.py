@@ -21,7 +21,7 @@ Nothing is judged on cumulative totals, so a warning clears once its cause has b
 window.
 
 :func:`divergence_verdicts` turns the estimator's rolling innovation test
-(:class:`~mbfg_ros.estimation.divergence.DivergenceMonitor`) into ERROR verdicts naming the
+(:class:`~mbfg_ros.estimation.divergence.DivergenceMonitor`) into ERROR (lost) or WARN (strained) verdicts naming the
 sensor and the figure; they beat every WARN above.
 """
 from __future__ import annotations
@@ -195,13 +195,19 @@ class SensorHealth:
 
 
 def divergence_verdicts(monitor) -> dict[str, tuple[int, str]]:
-    """{sensor: (ERROR, why)} for every sensor the estimator's divergence test flags now
-    (``monitor``: :class:`~mbfg_ros.estimation.divergence.DivergenceMonitor`)."""
+    """{sensor: (level, why)} for every sensor failing the estimator's divergence test now
+    (``monitor``: :class:`~mbfg_ros.estimation.divergence.DivergenceMonitor`): ERROR when the
+    estimate is lost (the period's verdict), WARN when the sensor is only fitted worse than its
+    noise, naming the likely cause; either with the period's keyframe-rate note."""
     out: dict[str, tuple[int, str]] = {}
-    for name, rms in monitor.diverged.items():
-        p = monitor.open[name]
-        out[name] = (ERROR, f"diverged: whitened residual RMS {rms:.1f} sigma over the last "
-                            f"{monitor.window:g} s (limit {monitor.limit:g} sigma), since {p.start:.3f} s; "
-                            "the estimate no longer explains this sensor's readings")
+    for name, p in monitor.open.items():
+        rms = monitor.rms.get(name, 0.0)
+        figure = (f"whitened residual RMS {rms:.1f} sigma over the last {monitor.window:g} s (limit "
+                  f"{monitor.limit:g} sigma), since {p.start:.3f} s")
+        note = f"; {p.note}" if p.note else ""
+        if p.lost:
+            out[name] = (ERROR, f"diverged: {figure}; the estimate is lost ({p.cause}){note}")
+        else:
+            out[name] = (WARN, f"fitted worse than its noise: {figure}, while the estimate holds; likely "
+                               f"{p.cause or 'a model error'}{note}")
     return out
-

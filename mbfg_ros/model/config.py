@@ -229,6 +229,7 @@ class EstimatorConfig:
     sensor_wait: float = 0.01
     initial_pose: str = "sensors"
     gauss_newton_iterations: int = 0
+    gauss_newton_adaptive: int = 3
     relinearize_budget: int = 25
     relinearize_horizon: int = 25
     relinearize_threshold: float = 3e-3
@@ -400,10 +401,12 @@ def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
     me.finish()
     d = EstimatorConfig()
     iters = e.raw("gauss_newton_iterations", d.gauss_newton_iterations)
+    adaptive = e.raw("gauss_newton_adaptive", d.gauss_newton_adaptive)
     relin = e.raw("relinearize_budget", d.relinearize_budget)
     horizon = e.raw("relinearize_horizon", d.relinearize_horizon)
     per_update = e.raw("keyframes_per_update", d.keyframes_per_update)
-    for key, val, top in (("gauss_newton_iterations", iters, 10), ("relinearize_budget", relin, 100000),
+    for key, val, top in (("gauss_newton_iterations", iters, 10), ("gauss_newton_adaptive", adaptive, 10),
+                          ("relinearize_budget", relin, 100000),
                           ("relinearize_horizon", horizon, 100000), ("keyframes_per_update", per_update, 64)):
         if isinstance(val, bool) or not isinstance(val, int) or val < 0 or val > top:
             raise e.error(key, f"expected a whole number from 0 to {top}", val)
@@ -422,7 +425,7 @@ def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
         integrator=e.str("integrator", d.integrator, choices=INTEGRATORS),
         sensor_wait=e.float("sensor_wait", d.sensor_wait, nonnegative=True),
         initial_pose=e.str("initial_pose", d.initial_pose, choices=("sensors", "config")),
-        gauss_newton_iterations=iters, relinearize_budget=relin, relinearize_horizon=horizon,
+        gauss_newton_iterations=iters, gauss_newton_adaptive=adaptive, relinearize_budget=relin, relinearize_horizon=horizon,
         relinearize_threshold=e.float("relinearize_threshold", d.relinearize_threshold, positive=True),
         relinearize_velocity_factor=e.float("relinearize_velocity_factor", d.relinearize_velocity_factor, positive=True),
         acceleration_constraints=e.bool("acceleration_constraints", d.acceleration_constraints),

@@ -21,6 +21,7 @@ dense arrays, exact (analytic, from pinocchio) unless its docstring says otherwi
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -31,9 +32,10 @@ import pinocchio as pin
 from mbfg_ros.errors import ConfigError
 from mbfg_ros.model.closures import (ROWS, ClosureEval, ClosureSet, RowGroup, compile_closure,
                                      reaction_wrench, rotation_neutral)
-from mbfg_ros.model.config import (ClosureConfig, EncoderConfig, GyroConfig, LoadCellConfig,
-                                   RigConfig, load_rig_config)
+from mbfg_ros.model.config import (KEYFRAME_RATE_RANGE, ClosureConfig, EncoderConfig, GyroConfig,
+                                   LoadCellConfig, RigConfig, load_rig_config, window_problem)
 from mbfg_ros.model.kinematics import FrameSet, cross, cross3, cross_rows
+from mbfg_ros.model.speed import needed_keyframe_rate
 from mbfg_ros.model.urdf import UrdfDescription, link_inertia, load_urdf
 from mbfg_ros.model.yaml_reader import YamlNode, check_name
 
@@ -183,6 +185,10 @@ class Mechanism:
                 check_name(root, f"mechanism.initial.{key}.{name}", name, self.joint_names, "joint")
         # sensors
         self._compile_sensors(config, root)
+        self.dof_positions_sensed = set(self.dof_names) <= {e.config.joint for e in self.encoders}
+        """Whether encoders read every DOF position (else the positions come from integrating
+        velocities: ``keyframe_rate: auto`` then takes a finer grid, model/speed.py)."""
+        self._settle_auto_rate(root)
         # optional mass-scale parameter: a model where only that link has inertia
         self.mass_link = config.estimator.estimate_mass_link
         self.body_model = None
@@ -193,6 +199,24 @@ class Mechanism:
 
     # ----------------------------------------------------------------------------------------
     # construction helpers
+    def _settle_auto_rate(self, root: YamlNode) -> None:
+        """``keyframe_rate: auto`` on a rig whose DOF positions no encoder reads: the finer grid
+        of :func:`~mbfg_ros.model.speed.needed_keyframe_rate` (the config parser, which does
+        not know the URDF's joints, chose the rate for sensed positions)."""
+        cfg = self.config
+        est = cfg.estimator
+        if not est.keyframe_rate_auto or self.dof_positions_sensed:
+            return
+        rate = min(needed_keyframe_rate(cfg.top_speed, positions_sensed=False), KEYFRAME_RATE_RANGE[1])
+        if rate == est.keyframe_rate:
+            return
+        problem = window_problem(rate, est.lag)
+        if problem:
+            raise ConfigError(f"with keyframe_rate auto ({rate:g} Hz at top_speed {cfg.top_speed:g} rad/s, no "
+                              f"encoder on a DOF): {problem}", file=root.file, field="estimator.lag",
+                              value=est.lag)
+        self.config = dataclasses.replace(cfg, estimator=dataclasses.replace(est, keyframe_rate=rate))
+
     @staticmethod
     def _frame_id(model: pin.Model, name: str, node: YamlNode, field: str) -> int:
         for ftype in (pin.FrameType.BODY, pin.FrameType.OP_FRAME, pin.FrameType.FIXED_JOINT,

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from mbfg_ros.model.speed import RAD_PER_KEYFRAME, integration_sigmas, needed_keyframe_rate, rate_for_default_noise
+from mbfg_ros.model.speed import integration_sigmas, needed_keyframe_rate, rad_per_keyframe, rate_for_default_noise
 from mbfg_ros.model.assembly import degrees_of_freedom, rank
 from mbfg_ros.model.closures import ROWS
 from mbfg_ros.model.mechanism import Mechanism
@@ -95,15 +95,18 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
     est = cfg.estimator
     h = 1.0 / est.keyframe_rate
     sq, sv = integration_sigmas(est.noise.integration_position, est.noise.integration_velocity, h, cfg.top_speed)
-    needed = needed_keyframe_rate(cfg.top_speed)
+    needed = needed_keyframe_rate(cfg.top_speed, mech.dof_positions_sensed)
     speed = {"top_speed": cfg.top_speed or None,
              "needed_keyframe_rate": needed if cfg.top_speed else None,
+             "rad_per_keyframe": rad_per_keyframe(mech.dof_positions_sensed),
+             "dof_positions_sensed": mech.dof_positions_sensed,
              "keyframe_rate_for_configured_integration_noise": rate_for_default_noise(
                  est.noise.integration_velocity, cfg.top_speed) or None,
              "integration_position": sq, "integration_velocity": sv,
              "integration_noise_raised": bool(sq > est.noise.integration_position or sv > est.noise.integration_velocity),
              "warning": (f"keyframe_rate {est.keyframe_rate:g} Hz is below the {needed:g} Hz a top speed of "
-                         f"{cfg.top_speed:g} rad/s needs ({RAD_PER_KEYFRAME:g} rad per keyframe): readings between "
+                         f"{cfg.top_speed:g} rad/s needs ({rad_per_keyframe(mech.dof_positions_sensed):g} rad per keyframe"
+                         f"{'' if mech.dof_positions_sensed else ', no encoder on a DOF'}): readings between "
                          "keyframes will not be explained and the divergence test will flag them; set "
                          f"keyframe_rate: {needed:g} (or auto)") if cfg.top_speed and est.keyframe_rate < needed - 1e-9
              else None}
@@ -202,8 +205,10 @@ def format_summary(f: dict[str, Any]) -> str:
     sp = f.get("speed") or {}
     if sp.get("top_speed"):
         auto = " (keyframe_rate: auto)" if e.get("keyframe_rate_auto") else ""
+        why = "" if sp["dof_positions_sensed"] else ", no encoder reads a DOF position"
         lines.append(f"Speed: top speed {sp['top_speed']:g} rad/s needs keyframes at {sp['needed_keyframe_rate']:g} Hz "
-                     f"or faster{auto}; the configured integration noise would hold unraised from "
+                     f"or faster ({sp['rad_per_keyframe']:g} rad per keyframe{why}){auto}; the configured integration "
+                     "noise would hold unraised from "
                      f"{sp['keyframe_rate_for_configured_integration_noise']:.0f} Hz")
         if sp["integration_noise_raised"]:
             lines.append(f"  at {e['keyframe_rate']:g} Hz the integration noise is raised to the rows' truncation "

@@ -11,9 +11,13 @@ received minus every outcome, rate; and dropped before the estimator by the time
 rejected_stamp, stale, too_old_lagging), ``problems`` (per topic: reason -> messages, including
 the messages a damaged bag held but that could not be read), ``damage`` (regions: where a bag
 is damaged; truncated; unknown_loss), ``missing_topics``, ``time_jumps``, ``health`` (keyframes,
-recoveries, resets, last ones, relinearizations, latency_ms mean/p99/max), ``diverged`` (spans in
-which a sensor failed the divergence test: sensor, start, end (null: to the end), peak_sigma;
-s of the estimator's time like the CSV's ``stamp``), ``divergence_test`` (window_s, limit_sigma),
+recoveries, resets, last ones, relinearizations, gauss_newton_iterations, start_searches,
+last_start_search, latency_ms mean/p99/max), ``diverged`` (spans in which a sensor failed the
+divergence test while the estimate was lost: sensor, start, end (null: to the end), peak_sigma,
+verdict, cause, note; s of the estimator's time like the CSV's ``stamp``), ``strained`` (the
+same for spans in which a sensor was fitted worse than its noise while the estimate held),
+``divergence_test`` (window_s, limit_sigma), ``fit_sigma`` ({sensor: RMS over the run of each
+reading's whitened residual at the estimate it was solved in, sigmas}),
 ``truth``, ``skip``,
 ``rmse`` ({joint: {position, velocity, acceleration[, effort]}}; angles unwrapped),
 ``turn_slips`` ({angular joint: whole-turn slips}), ``startup`` ({joint: position_max,
@@ -116,10 +120,14 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         "health": {"keyframes": h.keyframes, "recoveries": h.recoveries, "resets": h.resets,
                    "last_recovery": h.last_recovery or None, "last_reset": h.last_reset or None,
                    "relinearizations": h.relinearizations, "residual_rms": _num(h.residual_rms),
+                   "gauss_newton_iterations": h.gauss_newton_iterations, "start_searches": h.start_searches,
+                   "last_start_search": h.last_start_search or None,
                    "latency_ms": {"mean": mean, "p99": p99, "max": mx}},
         # the rolling innovation test (mbfg_ros.estimation.divergence): spans in which a sensor's
-        # whitened residual RMS over divergence_window s exceeded divergence_sigma
-        "diverged": [p.as_dict() for p in h.divergence.periods],
+        # whitened residual RMS over divergence_window s exceeded divergence_sigma, with the
+        # estimate lost (diverged) or holding (strained)
+        "diverged": [p.as_dict() for p in h.divergence.periods if p.lost],
+        "strained": [p.as_dict() for p in h.divergence.periods if not p.lost],
         "reinitialisations": h.reinitialisations, "last_reinitialisation": h.last_reinitialisation or None,
         "divergence_test": {"window_s": h.divergence.window, "limit_sigma": h.divergence.limit},
         "truth": comparison is not None,
@@ -136,6 +144,9 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         "effort_compared": "actuator effort (known + estimated inputs, without friction) vs the truth's "
                            "joint_states effort",
         "residuals": {name: r.summary() for name, r in residuals.items()},
+        # each reading's whitened residual at the estimate it was solved in (the divergence
+        # test's figures), RMS over the run: how well the estimator fitted each sensor
+        "fit_sigma": {name: _num(v) for name, v in h.divergence.run_rms().items()},
         "output": res.output,
     }
     if res.truth is not None and res.truth.repeated:
@@ -250,13 +261,24 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
     if h["last_recovery"]:
         lines.append(f"  last recovery: {h['last_recovery']}")
     if f.get("reinitialisations"):
-        lines.append(f"  re-initialised from the encoders {f['reinitialisations']} times after a divergence; last "
+        lines.append(f"  re-initialised {f['reinitialisations']} times after a lost estimate; last "
                      f"{f['last_reinitialisation']}")
+    if h.get("start_searches"):
+        lines.append(f"  start hypotheses searched {h['start_searches']} times; last {h['last_start_search']}")
+    test = f"{f['divergence_test']['window_s']:g} s above {f['divergence_test']['limit_sigma']:g} sigma"
     for d in f.get("diverged", []):
         end = "the end" if d["end"] is None else f"{d['end']:.3f} s"
-        lines.append(f"DIVERGED: {d['sensor']}: whitened residual RMS over "
-                     f"{f['divergence_test']['window_s']:g} s above {f['divergence_test']['limit_sigma']:g} sigma "
-                     f"from {d['start']:.3f} s to {end} (peak {d['peak_sigma']:.1f} sigma)")
+        note = f"; {d['note']}" if d.get("note") else ""
+        lines.append(f"DIVERGED: {d['sensor']}: whitened residual RMS over {test} from {d['start']:.3f} s to "
+                     f"{end} (peak {d['peak_sigma']:.1f} sigma): the estimate was lost ({d.get('cause', '')}){note}")
+    strained = f.get("strained", [])
+    for name in sorted({d["sensor"] for d in strained}):
+        mine = [d for d in strained if d["sensor"] == name]
+        notes = sorted({d["note"] for d in mine if d.get("note")})
+        lines.append(f"WARN: {name} fitted worse than its noise while the estimate held: whitened residual RMS over "
+                     f"{test} in {len(mine)} spans ({sum((d['end'] if d['end'] is not None else f['duration']) - d['start'] for d in mine):.2f} s in all, "
+                     f"peak {max(d['peak_sigma'] for d in mine):.1f} sigma); likely {mine[0].get('cause') or 'a model error'}"
+                     + (f"; {'; '.join(notes)}" if notes else ""))
     if h["last_reset"]:
         lines.append(f"  last reset: {h['last_reset']}")
     if f["truth"]:
@@ -299,7 +321,10 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
                 continue
             rs = ", ".join(f"{a} {s:.2f}" for a, s in zip(r["axes"], r["rms_sigma"]))
             parts.append(f"{name} {rs} sigma")
-        lines.append("Residuals (RMS of measured - predicted at the estimate, in noise sigmas): " + "; ".join(parts))
+        lines.append("Residuals (RMS of measured - predicted at the output estimates, in noise sigmas): " + "; ".join(parts))
+    if f.get("fit_sigma"):
+        lines.append("Fit (each reading's whitened residual at the estimate it was solved in, RMS over the run): "
+                     + "; ".join(f"{name} {v:.2f} sigma" for name, v in f["fit_sigma"].items() if v is not None))
     if f["output"] is not None:
         o = f["output"]
         lines.append(f"Wrote {res.options.out} ({res.options.storage}): {o['messages']} messages on "

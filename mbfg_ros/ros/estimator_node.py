@@ -692,9 +692,12 @@ class EstimatorNode(Node):
             bad = status.level == outputs.WARN and status.message != "no data yet"
             if bad and name not in self._warned:
                 self._warned.add(name)
-                what = status.message if status.message.startswith("silent") else f"WARN: {status.message}"
-                self.get_logger().warning(f"sensor {name} ({status.hardware_id}) is {what}; "
-                                          "estimating from the others")
+                if status.message.startswith("fitted worse"):     # the divergence test: strained
+                    self.get_logger().warning(f"sensor {name} ({status.hardware_id}): {status.message}")
+                else:
+                    what = status.message if status.message.startswith("silent") else f"WARN: {status.message}"
+                    self.get_logger().warning(f"sensor {name} ({status.hardware_id}) is {what}; "
+                                              "estimating from the others")
             elif not bad and name in self._warned and status.message == "ok":
                 self._warned.discard(name)
                 self.get_logger().info(f"sensor {name} ({status.hardware_id}) is back")

@@ -1,9 +1,10 @@
-"""The rolling divergence test (mbfg_ros.estimation.divergence) on synthetic residuals."""
+"""The rolling divergence test (mbfg_ros.estimation.divergence) on synthetic residuals, and the
+judge that tells a lost estimate from a strained fit."""
 from __future__ import annotations
 
 import numpy as np
 
-from mbfg_ros.estimation.divergence import DivergenceMonitor
+from mbfg_ros.estimation.divergence import LIKELY_CAUSE, LOST, STRAINED, DivergenceMonitor, LossJudge
 
 
 def test_gaussian_residuals_are_not_flagged():
@@ -11,7 +12,7 @@ def test_gaussian_residuals_are_not_flagged():
     mon = DivergenceMonitor()
     for k in range(2000):                   # 10 s at 200 keyframes/s, 5 readings each
         mon.add("enc", k * 0.005, np.abs(rng.standard_normal(5)))
-    assert not mon.periods and not mon.diverged
+    assert not mon.periods and not mon.failing
     assert 0.8 < mon.rms["enc"] < 1.2
 
 
@@ -22,19 +23,65 @@ def test_a_run_of_large_residuals_is_one_period_with_its_peak():
         r = 20.0 if 1.0 <= t < 1.5 else 1.0
         mon.add("gyro", t, [r, r])
         if t == 1.0 + 0.005 * 3:
-            assert "gyro" in mon.diverged            # flagged within a few keyframes
+            assert "gyro" in mon.failing             # flagged within a few keyframes
+            assert "gyro" in mon.strained and not mon.diverged   # a strained fit until judged lost
     assert len(mon.periods) == 1 and mon.period_count == 1
     p = mon.periods[0]
     assert 1.0 <= p.start < 1.05 and p.end is not None and 1.5 < p.end <= 2.0
-    assert 19.0 < p.peak <= 20.0
-    assert not mon.diverged
-    assert mon.diverged_at(np.array([0.5, 1.2, 2.5])).tolist() == [False, True, False]
+    assert 19.0 < p.peak <= 20.0 and p.verdict == STRAINED
+    assert not mon.failing
+    assert mon.diverged_at(np.array([0.5, 1.2, 2.5]), STRAINED).tolist() == [False, True, False]
+    assert not mon.diverged_at(np.array([0.5, 1.2, 2.5])).any()      # (lost periods only)
 
 
 def test_restart_closes_an_open_period():
     mon = DivergenceMonitor()
     for k in range(20):
         mon.add("enc", k * 0.01, [50.0])
-    assert mon.diverged
+    assert mon.failing
     mon.restart()
-    assert not mon.diverged and mon.periods[0].end == 0.19
+    assert not mon.failing and mon.periods[0].end == 0.19 and mon.periods[0].verdict == STRAINED
+    for k in range(20, 40):
+        mon.add("enc", k * 0.01, [50.0])
+    mon.restart(0.5, lost="re-initialised")
+    assert mon.periods[1].verdict == LOST and mon.periods[1].cause == "re-initialised"
+
+
+def _judged(residuals: dict, seconds: float, encoders: dict | None = None, note: str = "") -> DivergenceMonitor:
+    """A monitor fed ``residuals`` {sensor: sigma} every 5 ms for ``seconds`` and judged after each."""
+    mon = DivergenceMonitor(window=0.5, limit=5.0)
+    judge = LossJudge(encoders or {})
+    for k in range(int(seconds / 0.005)):
+        for name, r in residuals.items():
+            mon.add(name, k * 0.005, [r])
+        judge.judge(mon, k * 0.005, lambda: note)
+    return mon
+
+
+def test_one_sensor_fitted_worse_while_another_agrees_is_strained_with_its_likely_cause():
+    mon = _judged({"rod_gyro": 8.0, "crank_encoder": 1.0}, 2.0, {"crank_encoder": 1e-3})
+    p = mon.open["rod_gyro"]
+    assert p.verdict == STRAINED and p.cause == LIKELY_CAUSE and "mbfg tune" in p.cause
+    assert mon.strained and not mon.diverged
+
+
+def test_a_lost_estimate_is_judged_lost():
+    # every sensor disagrees for a whole window
+    mon = _judged({"rod_gyro": 8.0, "crank_encoder": 8.0}, 1.0, {"crank_encoder": 1e-3})
+    assert all(p.lost for p in mon.open.values()) and "no sensor agrees" in mon.open["rod_gyro"].cause
+    # a whole-turn slip against an angle encoder (6.3 rad at 1 mrad noise), at once
+    mon = _judged({"crank_encoder": 6300.0, "rod_gyro": 1.0}, 0.05, {"crank_encoder": 1e-3})
+    assert mon.open["crank_encoder"].lost and "whole-turn" in mon.open["crank_encoder"].cause
+    # a lone sensor far beyond the limit for a whole window, but not before the window is full
+    assert not _judged({"rod_gyro": 30.0}, 0.3).open["rod_gyro"].lost
+    mon = _judged({"rod_gyro": 30.0}, 0.7)
+    assert mon.open["rod_gyro"].lost and "20 sigma" in mon.open["rod_gyro"].cause
+    # a lone sensor at 8 sigma for long is strained, not lost
+    assert not _judged({"rod_gyro": 8.0}, 3.0).open["rod_gyro"].lost
+
+
+def test_a_new_period_carries_the_keyframe_rate_note():
+    note = "encoders show 72 rad/s: set mechanism.top_speed: 72 (keyframe_rate auto) or keyframe_rate: 400"
+    mon = _judged({"rod_gyro": 8.0}, 1.0, note=note)
+    assert mon.open["rod_gyro"].note == note
+    assert mon.open["rod_gyro"].as_dict()["note"] == note

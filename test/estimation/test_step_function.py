@@ -162,23 +162,47 @@ def test_jacobians_equal_finite_differences(rig, estimator):
     np.testing.assert_allclose(J / scale, num / scale, rtol=0, atol=2e-6)
 
 
-def test_hermite_interpolation_is_exact_for_cubics():
+def test_interpolation_is_exact_for_quintics():
+    """q from the quintic Hermite through both keyframes' q, v and a; v its derivative."""
     mech = config_mechanism("pendulum")
     lay = StateLayout.for_mechanism(mech, mech.config.estimator)
     h = 0.01
-    c = np.array([0.3, -1.2, 2.0, 5.0])                  # q(t) = c0 + c1 t + c2 t^2 + c3 t^3
+    c = np.array([0.3, -1.2, 2.0, 5.0, -40.0, 900.0])    # q(t) = sum c_i t^i
 
     def truth(t):
-        return (c[0] + c[1] * t + c[2] * t * t + c[3] * t ** 3, c[1] + 2 * c[2] * t + 3 * c[3] * t * t,
-                2 * c[2] + 6 * c[3] * t)
+        return (sum(ci * t ** i for i, ci in enumerate(c)),
+                sum(i * ci * t ** (i - 1) for i, ci in enumerate(c) if i),
+                sum(i * (i - 1) * ci * t ** (i - 2) for i, ci in enumerate(c) if i > 1))
     x0 = lay.pack(*[np.full(mech.n, v) for v in truth(0.0)])
     x1 = lay.pack(*[np.full(mech.n, v) for v in truth(h)])
     for s in (0.0, 0.25, 0.5, 0.9, 1.0):
         q, v, tail = interpolate(lay, x0, x1, s, h)
         tq, tv, ta = truth(s * h)
         assert q[0] == pytest.approx(tq, abs=1e-12)
-        # v is cubic Hermite on (v, a): exact for quadratic v (cubic q)
-        assert v[0] == pytest.approx(tv, abs=1e-12)
+        assert v[0] == pytest.approx(tv, abs=1e-10)
+        assert tail[0] == pytest.approx((1 - s) * truth(0.0)[2] + s * truth(h)[2], abs=1e-12)   # a: linear
+
+
+def test_the_integration_noise_is_a_parameter_of_the_step():
+    """The rows are whitened by the sigmas in p (StepLayout.integration; by default the config's,
+    raised at top speed), so the online estimator can set them per step."""
+    mech = config_mechanism("pendulum")
+    cfg = mech.config.estimator
+    lay = StateLayout.for_mechanism(mech, cfg)
+    h = 1.0 / cfg.keyframe_rate
+    fn = StepFunction(mech, cfg, lay, h)
+    L = fn.layout
+    rng = np.random.default_rng(3)
+    x0, x1 = _state(mech, lay, rng), _state(mech, lay, rng)
+    p = L.empty_parameters()
+    n = mech.n
+    np.testing.assert_allclose(p[L.integration], [cfg.noise.integration_position] * n + [cfg.noise.integration_velocity] * n)
+    r_default = fn.step(x0, x1, p)[0][:2 * n].copy()
+    p[L.integration] = np.concatenate([np.full(n, 2 * cfg.noise.integration_position),
+                                       np.full(n, 10 * cfg.noise.integration_velocity)])
+    r = fn.step(x0, x1, p)[0][:2 * n]
+    np.testing.assert_allclose(r[:n], r_default[:n] / 2, rtol=1e-12)
+    np.testing.assert_allclose(r[n:], r_default[n:] / 10, rtol=1e-12)
 
 
 def test_random_walk_rows_of_the_slow_states():

@@ -104,9 +104,9 @@ def test_a_restart_forgets_the_window():
     assert f.health.verdicts() == {}
 
 
-def test_a_diverged_sensor_is_an_error_naming_the_sensor_and_the_figure():
+def test_a_failing_sensor_is_a_warning_while_the_estimate_holds_and_an_error_once_lost():
     from mbfg_ros.estimation.divergence import DivergenceMonitor
-    from mbfg_ros.io.sensor_health import ERROR, divergence_verdicts
+    from mbfg_ros.io.sensor_health import ERROR, WARN, divergence_verdicts
     mon = DivergenceMonitor(window=0.5, limit=5.0)
     for k in range(100):
         mon.add("crank_encoder", k * 0.005, [1.0])
@@ -114,4 +114,10 @@ def test_a_diverged_sensor_is_an_error_naming_the_sensor_and_the_figure():
     v = divergence_verdicts(mon)
     assert list(v) == ["crank_gyro"]
     level, why = v["crank_gyro"]
-    assert level == ERROR and "12.0 sigma" in why and "0.5 s" in why and "limit 5 sigma" in why
+    assert level == WARN and why.startswith("fitted worse than its noise")
+    assert "12.0 sigma" in why and "0.5 s" in why and "limit 5 sigma" in why and "while the estimate holds" in why
+    mon.open["crank_gyro"].note = "encoders show 72 rad/s: set mechanism.top_speed: 72"
+    mon.lose("crank_gyro", "no sensor agrees with the estimate")
+    level, why = divergence_verdicts(mon)["crank_gyro"]
+    assert level == ERROR and why.startswith("diverged: ") and "the estimate is lost (no sensor agrees" in why
+    assert why.endswith("encoders show 72 rad/s: set mechanism.top_speed: 72")

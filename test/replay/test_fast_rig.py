@@ -19,7 +19,7 @@ import pytest
 from mbfg_ros.cli.main import main
 from mbfg_ros.io.bag_reader import read_bag
 from mbfg_ros.model.config import SensorsConfig
-from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.mechanism import Mechanism, load_mechanism
 from mbfg_ros.replay.metrics import compare
 from mbfg_ros.replay.session import ReplayOptions, replay_bag
 from support.simulations import config_mechanism, config_path
@@ -81,34 +81,56 @@ def test_default_settings_track_the_fast_rig(fast_bag, sensors, lagged):
     assert not res.health.divergence.open, s
 
 
-def test_integration_noise_1000x_too_small_is_flagged_within_1_s(fast_bag, tmp_path):
-    """The rig without its top speed at 400 Hz with the integration noise 1000x below the
-    truncation error at top speed: flagged in the replay JSON and, through the statuses the
-    node publishes (the same function), ERROR on /diagnostics naming the sensor and the figure."""
+def _config_without_top_speed(tmp_path, extra: str = ""):
     cfg = config_path("fast_crank").read_text().replace("top_speed: 80.0", "top_speed: 0.0")
     cfg = cfg.replace("../urdf/", str(config_path("fast_crank").parent.parent / "urdf") + "/")
-    cfg += "estimator:\n  keyframe_rate: 400.0\n  noise: {integration_position: 6.7e-7, integration_velocity: 5.3e-5}\n"
-    path = tmp_path / "too_small.yaml"
-    path.write_text(cfg)
+    path = tmp_path / "no_top_speed.yaml"
+    path.write_text(cfg + extra)
+    return path
+
+
+def test_integration_noise_1000x_too_small_is_raised_to_the_motion(fast_bag, tmp_path):
+    """The rig without its top speed at 400 Hz with the integration noise 1000x below the
+    truncation error at top speed: the estimator raises it to the truncation its own estimates
+    show (estimation/integration_noise.py) and tracks; the sensors are fitted worse than their
+    noise only while that figure builds up, in the first second (WARN, not a lost estimate)."""
+    path = _config_without_top_speed(tmp_path, "estimator:\n  keyframe_rate: 400.0\n"
+                                               "  noise: {integration_position: 6.7e-7, integration_velocity: 5.3e-5}\n")
+    mech = load_mechanism(path)
+    res = replay_bag(fast_bag, mech, ReplayOptions(progress=False))
+    s = score(mech, res)
+    assert s["position"] <= 5e-3 and s["slips"] == 0, s
+    periods = list(res.health.divergence.periods)
+    assert not [p for p in periods if p.lost] and all(p.start < 1.0 for p in periods), [p.as_dict() for p in periods]
+
+
+def test_a_fast_rig_without_its_top_speed_is_not_silent(fast_bag, tmp_path):
+    """The same rig at the default 200 Hz without its top speed: flagged in the replay JSON and,
+    through the statuses the node publishes (the same function), WARN on /diagnostics naming the
+    sensor, the figure and the setting to change (its top speed, the encoders' speed)."""
+    path = _config_without_top_speed(tmp_path)
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["replay", str(fast_bag), "--config", str(path), "--json", str(tmp_path / "r.json"),
                      "--out", str(tmp_path / "out"), "--no-progress"]) == 0
     facts = json.loads((tmp_path / "r.json").read_text())
-    first = min(p["start"] for p in facts["diverged"])
-    assert first < 1.0, facts["diverged"]
-    errors = []
+    failing = facts["diverged"] + facts["strained"]          # lost (ERROR) or strained (WARN)
+    assert failing and min(p["start"] for p in failing) < 1.0, failing
+    flagged = []
     for rec in read_bag(tmp_path / "out", topics=["/diagnostics"]):
         for st in rec.msg.status:
-            if st.level == 2 and ": sensor " in st.name:
-                errors.append(st.message)
-    assert errors and "diverged: whitened residual RMS" in errors[0] and "sigma" in errors[0]
+            if st.level >= 1 and ": sensor " in st.name and "whitened residual RMS" in st.message:
+                flagged.append(st.message)
+    assert flagged and "sigma" in flagged[0], flagged
+    assert flagged[0].startswith(("diverged: ", "fitted worse than its noise: ")), flagged[0]
+    assert any("encoders show" in m and "mechanism.top_speed" in m for m in flagged), flagged
 
 
 def test_an_estimate_a_whole_turn_off_is_flagged_and_re_initialised_from_the_encoders(tmp_path):
     """The rig starts one turn ahead of the config's pose and the estimator starts at the config
     (``initial_pose: config``): the multi-turn encoder's readings are 2 pi off (the robust kernel
     would take them for outliers and the estimate would stay a turn behind); the divergence
-    test flags it and the estimator restarts from the encoders."""
+    test judges the estimate lost (a whole-turn slip) and it comes back: restarted from the
+    encoders, or pulled back by them within the second."""
     bag = tmp_path / "turn"
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["simulate", str(config_path("fast_crank")), "--out", str(bag), "--duration", "2.5",
@@ -117,8 +139,11 @@ def test_an_estimate_a_whole_turn_off_is_flagged_and_re_initialised_from_the_enc
     mech = Mechanism(dataclasses.replace(base.config, estimator=dataclasses.replace(
         base.config.estimator, initial_pose="config")))
     res = replay_bag(bag, mech, ReplayOptions(progress=False))
-    assert res.health.reinitialisations >= 1, res.health.divergence.periods
     first = res.health.divergence.periods[0]
     assert first.sensor in ("crank_encoder", "crank_gyro") and first.start < 0.1 and first.peak > 100
+    assert first.lost and "whole-turn" in first.cause, first.as_dict()
+    # back within a second: restarted from the encoders, or (since the newest keyframe is refined
+    # by Gauss-Newton where the robust kernel down-weights readings) pulled back by them
+    assert res.health.reinitialisations >= 1 or (first.end is not None and first.end < 1.0), first.as_dict()
     c = compare(mech, res.estimates, res.truth, skip=1.5)
     assert c.rmse["crank_joint"]["position"] < 5e-3 and c.turn_slips["crank_joint"] == 0
