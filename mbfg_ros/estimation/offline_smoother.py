@@ -92,6 +92,16 @@ class Readings:
     commands: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
+class NoFiniteReadings(ValueError):
+    """:meth:`OfflineSmoother.windows` got no finite reading of any of the config's sensors
+    (nothing to smooth); ``rejected``: per sensor (not finite, duplicate stamp), as
+    :attr:`SmoothingResult.rejected`."""
+
+    def __init__(self, rejected: dict[str, tuple[int, int]]) -> None:
+        super().__init__("no finite readings of any of the config's sensors")
+        self.rejected = rejected
+
+
 @dataclass
 class WindowReport:
     first: int                  # first and last keyframe of the window (0-based)
@@ -554,7 +564,7 @@ class OfflineSmoother:
         data, rejected = self._clean(readings)
         measuring = [n for n in self.names if n in data and data[n][0].size]
         if not measuring:
-            raise ValueError("no finite readings of any of the config's sensors")
+            raise NoFiniteReadings(rejected)
         t0 = min(float(data[n][0][0]) for n in measuring)
         t_end = max(float(data[n][0][-1]) for n in measuring)
         h = self.h

@@ -11,7 +11,9 @@ received minus every outcome, rate; and dropped before the estimator by the time
 rejected_stamp, stale, too_old_lagging), ``problems`` (per topic: reason -> messages, including
 the messages a damaged bag held but that could not be read), ``damage`` (regions: where a bag
 is damaged; truncated; unknown_loss), ``missing_topics``, ``time_jumps``, ``health`` (keyframes,
-recoveries, resets, last ones, relinearizations, latency_ms mean/p99/max), ``diverged`` (spans in
+recoveries, resets, last ones, relinearizations, latency_ms mean/p99/max), ``gauss_newton_iterations``
+(``--smooth``: the smoother's iterations over every window; null online), ``eras_not_estimated``
+(``--smooth``: eras without a finite reading of any sensor), ``diverged`` (spans in
 which a sensor failed the divergence test: sensor, start, end (null: to the end), peak_sigma;
 s of the estimator's time like the CSV's ``stamp``), ``divergence_test`` (window_s, limit_sigma),
 ``truth``, ``skip``,
@@ -120,6 +122,8 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         # the rolling innovation test (mbfg_ros.estimation.divergence): spans in which a sensor's
         # whitened residual RMS over divergence_window s exceeded divergence_sigma
         "diverged": [p.as_dict() for p in h.divergence.periods],
+        "gauss_newton_iterations": sum(w.iterations for w in res.smoothing) if res.smoothing is not None else None,
+        "eras_not_estimated": res.eras_not_estimated,
         "reinitialisations": h.reinitialisations, "last_reinitialisation": h.last_reinitialisation or None,
         "divergence_test": {"window_s": h.divergence.window, "limit_sigma": h.divergence.limit},
         "truth": comparison is not None,
@@ -244,9 +248,14 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
                          "recovery restarted the estimator")
     h = f["health"]
     lat = h["latency_ms"]
+    solver = (f"{f['gauss_newton_iterations']} Gauss-Newton iterations" if f.get("gauss_newton_iterations") is not None
+              else f"{h['relinearizations']} relinearizations")
     lines.append(f"Estimator: {h['keyframes']} keyframes, {h['recoveries']} recoveries, {h['resets']} resets, "
-                 f"{h['relinearizations']} relinearizations; update mean {lat['mean']:.2f} ms, p99 {lat['p99']:.2f} ms, "
-                 f"max {lat['max']:.2f} ms")
+                 f"{solver}; update mean {lat['mean']:.2f} ms, p99 {lat['p99']:.2f} ms, max {lat['max']:.2f} ms")
+    if f.get("eras_not_estimated"):
+        n = f["eras_not_estimated"]
+        lines.append(f"Not estimated: {n} era{'s' if n != 1 else ''} (between time jumps) without a finite reading "
+                     "of any sensor: nothing to smooth there (the readings are counted as not finite)")
     if h["last_recovery"]:
         lines.append(f"  last recovery: {h['last_recovery']}")
     if f.get("reinitialisations"):

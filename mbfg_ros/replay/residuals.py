@@ -65,6 +65,8 @@ class SampleLog:
 
     def extend(self, sensor: str, t: np.ndarray, y: np.ndarray, era: int = 0) -> None:
         """Many readings at once: stamps t (N,), values y (N, k)."""
+        if not np.size(t):
+            return
         y = np.asarray(y, float).reshape(np.size(t), -1)
         if sensor not in self._t:
             self._t[sensor], self._y[sensor], self._era[sensor] = array("d"), array("d"), array("q")

@@ -105,6 +105,10 @@ class ReplayResult:
     output: dict | None                  # the output bag's summary
     reorder_window: float
     truth_unmatched: int = 0             # truth joint-state messages without the config's joints
+    smoothing: list | None = None        # --smooth: per window the smoother's WindowReport (keyframes,
+                                         # Gauss-Newton iterations, costs, converged); None online
+    eras_not_estimated: int = 0          # --smooth: eras with no finite reading of any sensor (their
+                                         # readings counted as not finite): nothing smoothed there
 
     @property
     def duration(self) -> float:
