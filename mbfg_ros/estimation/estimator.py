@@ -54,10 +54,10 @@ from mbfg_ros.estimation.smoother import FixedLagSmoother, SolverFailure
 from mbfg_ros.estimation.step_function import LinearizationError, StepFunction, compiled_step_function
 from mbfg_ros.model.assembly import assemble, solve_velocity
 from mbfg_ros.model.assembly import initial_state as assembled_initial_state
+from mbfg_ros.model.channels import COMMAND_PREFIX
 from mbfg_ros.model.config import EstimatorConfig
 from mbfg_ros.model.mechanism import Mechanism
 
-COMMAND_PREFIX = "command:"
 JUMP_CONFIRM = 3               # readings in a row older than the window make a jump backwards
 AUTO_GROUP_PERIOD = 0.004      # s of keyframes per ISAM2 update with keyframes_per_update: 0
 MARGINALIZE_EVERY = 4          # keyframes leave the window in groups of this many

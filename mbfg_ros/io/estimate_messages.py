@@ -46,6 +46,7 @@ from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.outputs import Estimate, Forces
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.sensor_health import divergence_verdicts
+from mbfg_ros.model.channels import command_joint
 from mbfg_ros.model.mechanism import Mechanism, MechanismData
 from mbfg_ros.sim.sensors import load_cell_frame as sensor_frame_of_load_cell
 
@@ -268,8 +269,9 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
     topics = {s.name: s.topic for s in mech.config.sensors.all()}
     diverged = divergence_verdicts(est.health.divergence)     # ERROR: beats every other verdict
     for name, c in est.counts().items():
-        if name.startswith("command:"):
-            topic = mech.config.joint(name.split(":", 1)[1]).topic
+        joint = command_joint(name)
+        if joint is not None:
+            topic = mech.config.joint(joint).topic
             period = 0.001
         else:
             topic = topics.get(name, "")

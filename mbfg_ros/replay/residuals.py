@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mbfg_ros.estimation.estimator import COMMAND_PREFIX
+from mbfg_ros.model.channels import command_channel
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.estimate_log import EstimateSeries
@@ -207,8 +207,8 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
     d = mech.create_data()
     commands: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     for name in mech.known_input_joints:
-        for era in np.unique(samples.eras(COMMAND_PREFIX + name)):
-            t, y = samples.arrays(COMMAND_PREFIX + name, int(era))
+        for era in np.unique(samples.eras(command_channel(name))):
+            t, y = samples.arrays(command_channel(name), int(era))
             commands[(mech.index[name], int(era))] = (t, y[:, 0])
 
     def tau_at(stamp: float, era: int) -> np.ndarray:

@@ -27,6 +27,7 @@ from mbfg_ros.io.estimate_messages import diagnostics_message
 from mbfg_ros.io.sensor_inputs import InputRouter
 from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
 from mbfg_ros.io.topic_names import resolve_topic
+from mbfg_ros.model.channels import command_joint
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import BagInput, InputBatch
 from mbfg_ros.replay.estimate_log import EstimateSeries
@@ -180,8 +181,9 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             for sensor, (ts, ys) in raw.items():
                 t = (ts - epoch) * 1e-9
                 y = ys.reshape(t.size, -1)
-                if sensor.startswith("command:"):
-                    readings.commands[sensor[len("command:"):]] = (t, y)
+                joint = command_joint(sensor)
+                if joint is not None:
+                    readings.commands[joint] = (t, y)
                 else:
                     readings.sensors[sensor] = (t, y)
                 c = counts.setdefault(sensor, SensorCounts())
