@@ -202,9 +202,8 @@ class Estimator:
     def _start_fresh(self, x_start: np.ndarray | None, prior_sigma: np.ndarray | None = None) -> None:
         """(Re)start; the next sample opens keyframe 0 at its stamp (keys stay unique). Readings
         still queued are counted as discarded."""
-        if hasattr(self, "inbox"):
-            for i, _, _ in self.inbox.drain(self.schedule):
-                self._measuring[i].counts.discarded += 1
+        for i, _, _ in self.inbox.drain(self.schedule):
+            self._measuring[i].counts.discarded += 1
         cap = self.window + self._lagged_every + 2 * MARGINALIZE_EVERY + 8
         self.smoother = FixedLagSmoother(self.lay.dim, capacity=cap, qr=self.mech.m > 0)
         self.records = StepRecords(cap, self.lay.dim, self.layout.P)
