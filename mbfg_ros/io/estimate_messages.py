@@ -45,7 +45,7 @@ import pinocchio as pin
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.outputs import Estimate, Forces
 from mbfg_ros.io import messages as msgs
-from mbfg_ros.io.sensor_health import divergence_verdicts
+from mbfg_ros.io.sensor_health import ERROR, OK, WARN, divergence_verdicts
 from mbfg_ros.model.channels import command_joint
 from mbfg_ros.model.mechanism import Mechanism, MechanismData
 from mbfg_ros.sim.sensors import load_cell_frame as sensor_frame_of_load_cell
@@ -53,7 +53,6 @@ from mbfg_ros.sim.sensors import load_cell_frame as sensor_frame_of_load_cell
 TF_MESSAGE = "tf2_msgs/msg/TFMessage"
 DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
 FLOAT64_MULTI_ARRAY = "std_msgs/msg/Float64MultiArray"
-OK, WARN, ERROR, STALE = 0, 1, 2, 3
 
 DEFAULT_NAMESPACE = "/mbfg_estimator"
 

@@ -29,7 +29,8 @@ from mbfg_ros.errors import MbfgError
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.forces_batch import BatchForces
 from mbfg_ros.estimation.outputs import Estimate, Health, SensorCounts
-from mbfg_ros.io.estimate_messages import OK, WARN, OutputNames, diagnostics_message
+from mbfg_ros.io.estimate_messages import OutputNames, diagnostics_message
+from mbfg_ros.io.sensor_health import OK, WARN
 from mbfg_ros.io.sensor_inputs import InputRouter, Reading
 from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
