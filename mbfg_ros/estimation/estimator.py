@@ -9,7 +9,7 @@ Use::
 
 Sensor names are the config's; known input efforts come in as ``"command:<joint>"`` samples.
 
-How it works (../shared/reference/estimator-performance.md), in four parts:
+How it works, in four parts:
 
 - scheduling (:mod:`.schedule`, :mod:`.sensor_streams`): a reading is written at arrival into
   a slot of its keyframe's step parameters (no Python object per reading); keyframes are at

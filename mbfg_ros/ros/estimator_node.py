@@ -38,7 +38,8 @@ or beyond ``max_time_gap`` ahead resets the estimator and is logged once; readin
 lagging the others by more than the window are counted (``too_old_lagging_sensor``), not fed.
 
 The rig is loaded through :func:`mbfg_ros.model.validation.load_rig`, the validation of ``mbfg
-check``: a rig check refuses stops the node at start-up with check's line and exit status 2.
+check``: a rig that check refuses stops the node at start-up with the line check prints and exit
+status 2.
 """
 from __future__ import annotations
 
