@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the planar benchmark URDFs (urdf/four_bar.urdf, urdf/five_bar.urdf).
 
-Uniform rods of the observer benchmark (../shared/reference/benchmark.md): the benchmark gives
+Uniform rods of the observer benchmark (Sanjurjo et al.; docs/benchmark/README.md): it gives
 the inertia about a rod's end, m L^2 / 3; URDF wants it about the centre of mass, which is
 m L^2 / 3 - m (L/2)^2 = m L^2 / 12, with the centre of mass at L/2 along the rod (local x).
 Rods lie in the x-y plane of the link ``motion_plane`` and turn about its z. REP 103 (z up):

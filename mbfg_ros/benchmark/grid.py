@@ -1,7 +1,7 @@
 """The benchmark grid: cells (mechanism x sensor set x gravity error x sensor period), seeds, and
 the models each cell uses.
 
-Protocol (../shared/reference/benchmark.md): the truth is the config's rig with g = 9.81 m/s^2,
+Protocol (the observer benchmark of Sanjurjo et al.; docs/benchmark/README.md): the truth is the config's rig with g = 9.81 m/s^2,
 released from rest at the config's initial pose plus ``initial_error`` rad on every DOF (the
 toolkit's +pi/16); the observers, the baselines and mbfg_ros alike, use the WRONG model whose
 gravity magnitude is 9.81 - ``gravity_error`` (same direction) and start at the config's pose.

@@ -5,8 +5,9 @@ It starts exactly what ``launch/<kind>.launch.py`` starts (both come from
 :mod:`mbfg_ros.ros.launch_description`), each node as its own process on the current ROS graph
 (``ROS_DOMAIN_ID`` from the environment unless ``--domain-id``), prints every command and where
 its log goes, echoes the nodes' output with a ``[name]`` prefix (``--quiet``: logs only), and
-stops everything on Ctrl-C (forwarded as SIGINT) or when the required process ends (the rig
-at the end of its run, the bag player at the end of the bag).
+stops everything on Ctrl-C or SIGTERM (forwarded as SIGINT; a SIGTERM during that clean-up is
+ignored: :mod:`mbfg_ros.termination`, installed by ``mbfg``) or when the required process ends
+(the rig at the end of its run, the bag player at the end of the bag).
 """
 from __future__ import annotations
 
@@ -109,16 +110,6 @@ def build_description(args: argparse.Namespace):
         raise CliError(str(exc)) from None
 
 
-def _terminate_as_interrupt() -> None:
-    """SIGTERM (e.g. from a job runner) stops the nodes like Ctrl-C does."""
-    import signal
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
-
-
 def run(args: argparse.Namespace) -> int:
     from mbfg_ros.ros.processes import NodeProcesses, ros_environment, tool_available
     description = build_description(args)
@@ -135,7 +126,6 @@ def run(args: argparse.Namespace) -> int:
     elif args.domain_id is None:
         env.pop("ROS_AUTOMATIC_DISCOVERY_RANGE", None)     # the user's graph, as ros2 launch
     procs = NodeProcesses(description, log_dir, env, echo=not args.quiet)
-    _terminate_as_interrupt()
     print(f"mbfg run {args.kind}: ROS_DOMAIN_ID={env['ROS_DOMAIN_ID']}, logs in {log_dir}/")
     for name, cmd in procs.commands().items():
         print(f"  {name}: {' '.join(cmd)}")
@@ -147,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     try:
         done = procs.wait()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:       # Ctrl-C, or SIGTERM (mbfg's handler: further ones ignored meanwhile)
         codes = procs.stop()
         print(f"\nstopped: {_codes(codes)}; logs in {log_dir}/", file=sys.stderr)
         return 0

@@ -9,7 +9,7 @@ Use::
 
 Sensor names are the config's; known input efforts come in as ``"command:<joint>"`` samples.
 
-How it works (../shared/reference/estimator-performance.md), in four parts:
+How it works, in four parts:
 
 - scheduling (:mod:`.schedule`, :mod:`.sensor_streams`): a reading is written at arrival into
   a slot of its keyframe's step parameters (no Python object per reading); keyframes are at
@@ -56,11 +56,11 @@ from mbfg_ros.estimation.start_search import StartSearch
 from mbfg_ros.estimation.step_function import LinearizationError, StepFunction, compiled_step_function
 from mbfg_ros.model.assembly import assemble, solve_velocity
 from mbfg_ros.model.assembly import initial_state as assembled_initial_state
+from mbfg_ros.model.channels import COMMAND_PREFIX
 from mbfg_ros.model.config import EstimatorConfig
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.speed import needed_keyframe_rate
 
-COMMAND_PREFIX = "command:"
 JUMP_CONFIRM = 3               # readings in a row older than the window make a jump backwards
 AUTO_GROUP_PERIOD = 0.004      # s of keyframes per ISAM2 update with keyframes_per_update: 0
 MARGINALIZE_EVERY = 4          # keyframes leave the window in groups of this many
@@ -237,9 +237,8 @@ class Estimator:
     def _start_fresh(self, x_start: np.ndarray | None, prior_sigma: np.ndarray | None = None) -> None:
         """(Re)start; the next sample opens keyframe 0 at its stamp (keys stay unique). Readings
         still queued are counted as discarded."""
-        if hasattr(self, "inbox"):
-            for i, _, _ in self.inbox.drain(self.schedule):
-                self._measuring[i].counts.discarded += 1
+        for i, _, _ in self.inbox.drain(self.schedule):
+            self._measuring[i].counts.discarded += 1
         cap = self.window + self._lagged_every + 2 * MARGINALIZE_EVERY + 8
         self.smoother = FixedLagSmoother(self.lay.dim, capacity=cap, qr=self.mech.m > 0)
         self.records = StepRecords(cap, self.lay.dim, self.layout.P)

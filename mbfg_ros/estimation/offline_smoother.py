@@ -45,6 +45,7 @@ from mbfg_ros.estimation.smoother import key
 from mbfg_ros.estimation.step_function import StepFunction, compiled_step_function
 from mbfg_ros.model.assembly import assemble, solve_velocity
 from mbfg_ros.model.assembly import initial_state as assembled_initial_state
+from mbfg_ros.model.channels import command_channel, command_joint
 from mbfg_ros.model.config import EstimatorConfig
 from mbfg_ros.model.mechanism import Mechanism
 
@@ -90,6 +91,16 @@ class Readings:
     stamps are dropped and counted (:attr:`SmoothingResult.rejected`)."""
     sensors: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     commands: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+class NoFiniteReadings(ValueError):
+    """:meth:`OfflineSmoother.windows` got no finite reading of any of the config's sensors
+    (nothing to smooth); ``rejected``: per sensor (not finite, duplicate stamp), as
+    :attr:`SmoothingResult.rejected`."""
+
+    def __init__(self, rejected: dict[str, tuple[int, int]]) -> None:
+        super().__init__("no finite readings of any of the config's sensors")
+        self.rejected = rejected
 
 
 @dataclass
@@ -280,7 +291,7 @@ class OfflineSmoother:
     def _clean(self, readings: Readings):
         """Finite, unique, sorted readings per sensor; counts of what was dropped."""
         out, rejected = {}, {}
-        for name, (t, y) in list(readings.sensors.items()) + [("command:" + j, v) for j, v in readings.commands.items()]:
+        for name, (t, y) in list(readings.sensors.items()) + [(command_channel(j), v) for j, v in readings.commands.items()]:
             t = np.asarray(t, float).reshape(-1)
             y = np.asarray(y, float).reshape(t.size, -1)
             ok = np.isfinite(t) & np.all(np.isfinite(y), axis=1)
@@ -554,7 +565,7 @@ class OfflineSmoother:
         data, rejected = self._clean(readings)
         measuring = [n for n in self.names if n in data and data[n][0].size]
         if not measuring:
-            raise ValueError("no finite readings of any of the config's sensors")
+            raise NoFiniteReadings(rejected)
         t0 = min(float(data[n][0][0]) for n in measuring)
         t_end = max(float(data[n][0][-1]) for n in measuring)
         h = self.h
@@ -570,9 +581,9 @@ class OfflineSmoother:
         self.fn_step, self.fn_layout = fn.step, fn.layout
         self._mapped = MappedSteps(fn, min(MAP_BLOCK, max(K, 1)), opt.threads)
         self._project = ClosureProjection(fn, min(8 * MAP_BLOCK, max(K, 1)))
-        cmd = {self.mech.index[j[len("command:"):]]: data[j] for j in data if j.startswith("command:")}
+        cmd = {self.mech.index[command_joint(j)]: data[j] for j in data if command_joint(j) is not None}
         for j in data:
-            if j.startswith("command:"):
+            if command_joint(j) is not None:
                 used[j] = int(data[j][0].size)
         n = self.lay.n
 

@@ -1,6 +1,6 @@
 """Plain GTSAM ISAM2 used as a fixed-lag smoother over one key per keyframe.
 
-What makes it fast from Python (../shared/reference/estimator-performance.md): every factor is a
+What makes it fast from Python: every factor is a
 linear ``JacobianFactor`` evaluated outside ISAM2 and handed over in a ``LinearContainerFactor``
 (no Python callbacks inside ISAM2, relinearization off, linearized factors cached); the keyframes
 touched by an update are given chronological elimination groups, so the Bayes tree stays a chain

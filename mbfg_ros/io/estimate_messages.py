@@ -45,14 +45,14 @@ import pinocchio as pin
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.outputs import Estimate, Forces
 from mbfg_ros.io import messages as msgs
-from mbfg_ros.io.sensor_health import divergence_verdicts
+from mbfg_ros.io.sensor_health import ERROR, OK, WARN, divergence_verdicts
+from mbfg_ros.model.channels import command_joint
 from mbfg_ros.model.mechanism import Mechanism, MechanismData
 from mbfg_ros.sim.sensors import load_cell_frame as sensor_frame_of_load_cell
 
 TF_MESSAGE = "tf2_msgs/msg/TFMessage"
 DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
 FLOAT64_MULTI_ARRAY = "std_msgs/msg/Float64MultiArray"
-OK, WARN, ERROR, STALE = 0, 1, 2, 3
 
 DEFAULT_NAMESPACE = "/mbfg_estimator"
 
@@ -268,8 +268,9 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
     topics = {s.name: s.topic for s in mech.config.sensors.all()}
     diverged = divergence_verdicts(est.health.divergence)     # ERROR (lost) / WARN (strained): beat the others
     for name, c in est.counts().items():
-        if name.startswith("command:"):
-            topic = mech.config.joint(name.split(":", 1)[1]).topic
+        joint = command_joint(name)
+        if joint is not None:
+            topic = mech.config.joint(joint).topic
             period = 0.001
         else:
             topic = topics.get(name, "")

@@ -609,11 +609,20 @@ def _decompress(compression: str, data: bytes, size: int) -> bytes:
 
 
 def mcap_files(path: str | Path) -> list[Path]:
-    """The MCAP files of a rosbag2 directory (as its metadata lists them, else every .mcap in
-    it, sorted), or [path] for an .mcap file; [] when there are none."""
+    """The MCAP files of a rosbag2 directory in the order the recorder wrote them, or [path] for
+    an .mcap file; [] when there are none. For a bag whose metadata.yaml is missing (a killed
+    recorder): a split recording's files ``<name>_0.mcap``, ``<name>_1.mcap``, ... ``<name>_10.mcap``
+    in the order of their numeric suffix, not by name (which puts ``_10`` before ``_2``); the
+    order a bag's metadata lists is the caller's (:class:`~mbfg_ros.io.bag_reader.BagSource`)."""
     p = Path(path)
     if p.is_file():
         return [p] if p.suffix == ".mcap" else []
     if not p.is_dir():
         return []
-    return sorted(f for f in p.iterdir() if f.suffix == ".mcap" and f.is_file())
+    return sorted((f for f in p.iterdir() if f.suffix == ".mcap" and f.is_file()), key=_split_order)
+
+
+def _split_order(f: Path) -> tuple[str, int, str]:
+    """Sort key of a split file ``<name>_<index>.mcap``: the name, then the index as a number."""
+    head, _, index = f.stem.rpartition("_")
+    return (head, int(index), f.name) if head and index.isdigit() else (f.stem, -1, f.name)

@@ -33,6 +33,7 @@ WINDOW = 5.0
 """s: the default rolling window (the node's ``health_window``)."""
 
 OK, WARN, ERROR = 0, 1, 2
+"""Levels of a verdict: those of diagnostic_msgs/DiagnosticStatus (which /diagnostics publishes)."""
 
 
 class RollingCounts:

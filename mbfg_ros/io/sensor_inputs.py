@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mbfg_ros.estimation.estimator import COMMAND_PREFIX
+from mbfg_ros.model.channels import command_channel
 from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
 
@@ -108,7 +108,7 @@ class InputRouter:
         for e in mech.encoders:
             route(e.config.topic, (JOINT_STATE,)).encoders[e.config.joint] = e.config.name
         for name in mech.known_input_joints:
-            route(mech.config.joint(name).topic, (JOINT_STATE,)).commands[name] = COMMAND_PREFIX + name
+            route(mech.config.joint(name).topic, (JOINT_STATE,)).commands[name] = command_channel(name)
         for g in mech.gyros:
             r = route(g.config.topic, (IMU,))
             if r.gyro is not None:

@@ -130,7 +130,6 @@ class Mechanism:
         g = np.asarray(gravity if gravity is not None else config.gravity, float)
         model.gravity = pin.Motion(np.concatenate([g, np.zeros(3)]))
         self.gravity = g
-        self.urdf = desc
         self._apply_overrides(model, mass_scale or {}, length_scale or {}, cfg_file)
         self.joint_names: list[str] = [model.names[j] for j in range(1, model.njoints)]
         self.n = model.nv

@@ -8,7 +8,6 @@ from typing import Any
 import numpy as np
 
 from mbfg_ros.model.speed import integration_sigmas, needed_keyframe_rate, rad_per_keyframe, rate_for_default_noise
-from mbfg_ros.model.assembly import degrees_of_freedom, rank
 from mbfg_ros.model.closures import ROWS
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.observability import observability
@@ -76,7 +75,7 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
     rig = load_rig(config_path)
     mech, q0, v0 = rig.mech, rig.q0, rig.v0
     data = mech.create_data()
-    phi, J = mech.closure_position(data, q0)
+    phi, _ = mech.closure_position(data, q0)
     obs = observability(mech, data, q0)
     cfg = mech.config
     coords = []
@@ -120,11 +119,11 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
         "coordinates": coords,
         "closures": closures,
         "closure_rows": mech.m,
-        "closure_rank": rank(J),
+        "closure_rank": rig.ranks.closures,
         "closure_condition": rig.closure_condition,
         "dof_condition": rig.dof_condition,
         "singular_condition_limit": SINGULAR_CONDITION,
-        "dof": degrees_of_freedom(mech, data, q0),
+        "dof": rig.dof,
         "dof_joints": list(mech.dof_names),
         "initial_q": [float(x) for x in q0],
         "initial_v": [float(x) for x in v0],

@@ -11,11 +11,17 @@ mass). Compiling the :class:`~mbfg_ros.model.mechanism.Mechanism` checks every n
 
 - the config lists at least one sensor (an estimator with none has nothing to estimate from);
 - the initial pose assembles (``mechanism.initial``) and ``mechanism.dof`` names as many
-  independent coordinates as the mechanism has degrees of freedom there;
-- the pose is not singular or near-singular: the condition number of the closure Jacobian
-  Phi_q (over its numerical rank, relative tolerance 1e-9) and of its block on the dependent
-  coordinates (which the DOF drive) must stay below :data:`SINGULAR_CONDITION` (a dead centre,
-  a toggle pose: the motion there is not determined by the DOF);
+  independent coordinates as the mechanism has degrees of freedom: n minus the rank of the
+  closure Jacobian Phi_q at a generic pose (the largest rank over the assembled pose and a few
+  random assembled poses near it, relative tolerance
+  :data:`~mbfg_ros.model.assembly.RANK_TOLERANCE`), so that neither an initial pose where links
+  are in line nor closure rows that are redundant everywhere (Bricard's mechanism) change the
+  count, and the other coordinates can absorb every closure there;
+- the pose is not singular or near-singular: the condition number of Phi_q and of its block on
+  the dependent coordinates (which the DOF drive), over that generic rank (largest / r-th
+  largest singular value; infinite where the pose has lost rank), must stay below
+  :data:`SINGULAR_CONDITION` (a dead centre, a toggle pose: the motion there is not determined
+  by the DOF);
 - the mass matrix is positive definite at that pose.
 
 Every failure is a :class:`~mbfg_ros.errors.ConfigError` with the config file and the field.
@@ -28,42 +34,34 @@ from pathlib import Path
 import numpy as np
 
 from mbfg_ros.errors import AssemblyError, ConfigError
-from mbfg_ros.model.assembly import check_dof_choice, initial_state
+from mbfg_ros.model.assembly import GenericRank, check_dof_choice, condition_number, initial_state
 from mbfg_ros.model.config import load_rig_config
 from mbfg_ros.model.mechanism import Mechanism
 
 SINGULAR_CONDITION = 1e6
-"""Largest condition number (largest / smallest non-zero singular value) of the closure
-Jacobian, and of its block on the dependent coordinates, at the initial pose. The simulator stops
-at the same ratio (``IntegratorOptions.singular_ratio`` 1e-6) when a run reaches a dead point.
-The example rigs are below 10; a dead centre or a toggle pose is above 1e7."""
-
-RANK_TOLERANCE = 1e-9
-"""Singular values below this fraction of the largest are zero (redundant closure rows)."""
+"""Largest condition number (largest / r-th largest singular value, r the rank at a generic
+pose) of the closure Jacobian, and of its block on the dependent coordinates, at the initial
+pose. The simulator stops at the same ratio (``IntegratorOptions.singular_ratio`` 1e-6) when a
+run reaches a dead point. The example rigs are below 10; a dead centre or a toggle pose is above
+1e7."""
 
 
 @dataclass(frozen=True)
 class RigCheck:
-    """A rig that passed every check: its Mechanism, the assembled initial state (q0, v0) and the
-    condition numbers of the closure Jacobian (all rows; the dependent block) at q0 (1.0 for an
-    open chain)."""
+    """A rig that passed every check: its Mechanism, the assembled initial state (q0, v0), the
+    ranks of the closure Jacobian at a generic pose and its condition numbers (all rows; the
+    dependent block) at q0 over that rank (1.0 for an open chain)."""
     mech: Mechanism
     q0: np.ndarray
     v0: np.ndarray
+    ranks: GenericRank
     closure_condition: float
     dof_condition: float
 
-
-def condition_number(A: np.ndarray, rtol: float = RANK_TOLERANCE) -> tuple[float, int]:
-    """(largest / smallest singular value above ``rtol`` times the largest, that rank); (1.0, 0)
-    for an empty or zero matrix."""
-    if A.size == 0:
-        return 1.0, 0
-    s = np.linalg.svd(A, compute_uv=False)
-    if not np.all(np.isfinite(s)) or s[0] <= 0.0:
-        return (1.0, 0) if np.all(np.isfinite(s)) else (float("inf"), 0)
-    kept = s[s > rtol * s[0]]
-    return float(kept[0] / kept[-1]), int(kept.size)
+    @property
+    def dof(self) -> int:
+        """The number of degrees of freedom: n minus the closures' generic rank."""
+        return self.mech.n - self.ranks.closures
 
 
 def _pose(mech: Mechanism, q: np.ndarray) -> str:
@@ -84,18 +82,19 @@ def check_rig(mech: Mechanism) -> RigCheck:
         value = list(mech.dof_names) if exc.field == "mechanism.dof" else {**cfg.initial.positions}
         raise ConfigError(str(exc), file=file, field=exc.field, value=value) from None
     try:
-        check_dof_choice(mech, data, q0)
+        ranks = check_dof_choice(mech, data, q0)
     except AssemblyError as exc:
         raise ConfigError(str(exc), file=file, field="mechanism.dof", value=list(mech.dof_names)) from None
     _, J = mech.closure_position(data, q0)
-    closure_cond, _ = condition_number(J)
+    closure_cond = condition_number(J, ranks.closures)
     if closure_cond > SINGULAR_CONDITION:
         raise ConfigError(
             f"the initial pose ({_pose(mech, q0)}) is singular or nearly so: the closure Jacobian's "
-            f"condition number is {closure_cond:.3g} (limit {SINGULAR_CONDITION:g}): links in line "
-            "(a toggle or dead-centre pose) where the motion is not determined; start from another "
-            "pose", file=file, field="mechanism.initial.positions", value={**cfg.initial.positions})
-    dof_cond, _ = condition_number(J[:, mech.dependent]) if mech.m else (1.0, 0)
+            f"condition number is {closure_cond:.3g} (limit {SINGULAR_CONDITION:g}; over its rank "
+            f"{ranks.closures} at a generic pose): links in line (a toggle or dead-centre pose) where "
+            "the motion is not determined; start from another pose", file=file,
+            field="mechanism.initial.positions", value={**cfg.initial.positions})
+    dof_cond = condition_number(J[:, mech.dependent], ranks.closures)
     if dof_cond > SINGULAR_CONDITION:
         raise ConfigError(
             f"the DOF [{', '.join(mech.dof_names)}] cannot drive the mechanism at the initial pose "
@@ -110,7 +109,7 @@ def check_rig(mech: Mechanism) -> RigCheck:
         raise ConfigError(f"the mass matrix is singular at the initial pose (smallest eigenvalue "
                           f"{eig[0]:.3g}): the bodies moved by joint '{worst}' lack mass or inertia",
                           file=str(cfg.urdf), field=f"joint[{worst}]")
-    return RigCheck(mech, q0, v0, closure_cond, dof_cond)
+    return RigCheck(mech, q0, v0, ranks, closure_cond, dof_cond)
 
 
 def load_rig(config: str | Path, *, urdf: str | Path | None = None,

@@ -11,13 +11,16 @@ received minus every outcome, rate; and dropped before the estimator by the time
 rejected_stamp, stale, too_old_lagging), ``problems`` (per topic: reason -> messages, including
 the messages a damaged bag held but that could not be read), ``damage`` (regions: where a bag
 is damaged; truncated; unknown_loss), ``missing_topics``, ``time_jumps``, ``health`` (keyframes,
-recoveries, resets, last ones, relinearizations, gauss_newton_iterations, start_searches,
-last_start_search, latency_ms mean/p99/max), ``diverged`` (spans in which a sensor failed the
-divergence test while the estimate was lost: sensor, start, end (null: to the end), peak_sigma,
-verdict, cause, note; s of the estimator's time like the CSV's ``stamp``), ``strained`` (the
-same for spans in which a sensor was fitted worse than its noise while the estimate held),
-``divergence_test`` (window_s, limit_sigma), ``fit_sigma`` ({sensor: RMS over the run of each
-reading's whitened residual at the estimate it was solved in, sigmas}),
+recoveries, resets, last ones, relinearizations, gauss_newton_iterations (online: the adaptive
+refinements of the newest keyframe), start_searches, last_start_search, latency_ms
+mean/p99/max), ``gauss_newton_iterations`` (``--smooth``: the smoother's iterations over every
+window; null online), ``eras_not_estimated`` (``--smooth``: eras without a finite reading of any
+sensor), ``diverged`` (spans in which a sensor failed the divergence test while the estimate was
+lost: sensor, start, end (null: to the end), peak_sigma, verdict, cause, note; s of the
+estimator's time like the CSV's ``stamp``), ``strained`` (the same for spans in which a sensor
+was fitted worse than its noise while the estimate held), ``divergence_test`` (window_s,
+limit_sigma), ``fit_sigma`` ({sensor: RMS over the run of each reading's whitened residual at
+the estimate it was solved in, sigmas}),
 ``truth``, ``skip``,
 ``rmse`` ({joint: {position, velocity, acceleration[, effort]}}; angles unwrapped),
 ``turn_slips`` ({angular joint: whole-turn slips}), ``startup`` ({joint: position_max,
@@ -128,6 +131,8 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         # estimate lost (diverged) or holding (strained)
         "diverged": [p.as_dict() for p in h.divergence.periods if p.lost],
         "strained": [p.as_dict() for p in h.divergence.periods if not p.lost],
+        "gauss_newton_iterations": sum(w.iterations for w in res.smoothing) if res.smoothing is not None else None,
+        "eras_not_estimated": res.eras_not_estimated,
         "reinitialisations": h.reinitialisations, "last_reinitialisation": h.last_reinitialisation or None,
         "divergence_test": {"window_s": h.divergence.window, "limit_sigma": h.divergence.limit},
         "truth": comparison is not None,
@@ -255,9 +260,15 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
                          "recovery restarted the estimator")
     h = f["health"]
     lat = h["latency_ms"]
+    solver = (f"{f['gauss_newton_iterations']} Gauss-Newton iterations" if f.get("gauss_newton_iterations") is not None
+              else f"{h['relinearizations']} relinearizations, {h.get('gauss_newton_iterations', 0)} Gauss-Newton "
+                   "refinements of the newest keyframe")
     lines.append(f"Estimator: {h['keyframes']} keyframes, {h['recoveries']} recoveries, {h['resets']} resets, "
-                 f"{h['relinearizations']} relinearizations; update mean {lat['mean']:.2f} ms, p99 {lat['p99']:.2f} ms, "
-                 f"max {lat['max']:.2f} ms")
+                 f"{solver}; update mean {lat['mean']:.2f} ms, p99 {lat['p99']:.2f} ms, max {lat['max']:.2f} ms")
+    if f.get("eras_not_estimated"):
+        n = f["eras_not_estimated"]
+        lines.append(f"Not estimated: {n} era{'s' if n != 1 else ''} (between time jumps) without a finite reading "
+                     "of any sensor: nothing to smooth there (the readings are counted as not finite)")
     if h["last_recovery"]:
         lines.append(f"  last recovery: {h['last_recovery']}")
     if f.get("reinitialisations"):

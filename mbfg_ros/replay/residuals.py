@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mbfg_ros.estimation.estimator import COMMAND_PREFIX
+from mbfg_ros.model.channels import command_channel
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.step_function import hermite
 from mbfg_ros.model.mechanism import Mechanism
@@ -69,6 +69,8 @@ class SampleLog:
 
     def extend(self, sensor: str, t: np.ndarray, y: np.ndarray, era: int = 0) -> None:
         """Many readings at once: stamps t (N,), values y (N, k)."""
+        if not np.size(t):
+            return
         y = np.asarray(y, float).reshape(np.size(t), -1)
         if sensor not in self._t:
             self._t[sensor], self._y[sensor], self._era[sensor] = array("d"), array("d"), array("q")
@@ -223,8 +225,8 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
     d = mech.create_data()
     commands: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     for name in mech.known_input_joints:
-        for era in np.unique(samples.eras(COMMAND_PREFIX + name)):
-            t, y = samples.arrays(COMMAND_PREFIX + name, int(era))
+        for era in np.unique(samples.eras(command_channel(name))):
+            t, y = samples.arrays(command_channel(name), int(era))
             commands[(mech.index[name], int(era))] = (t, y[:, 0])
 
     def tau_at(stamp: float, era: int) -> np.ndarray:

@@ -29,7 +29,8 @@ from mbfg_ros.errors import MbfgError
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.forces_batch import BatchForces
 from mbfg_ros.estimation.outputs import Estimate, Health, SensorCounts
-from mbfg_ros.io.estimate_messages import OK, WARN, OutputNames, diagnostics_message
+from mbfg_ros.io.estimate_messages import OutputNames, diagnostics_message
+from mbfg_ros.io.sensor_health import OK, WARN
 from mbfg_ros.io.sensor_inputs import InputRouter, Reading
 from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
@@ -105,6 +106,10 @@ class ReplayResult:
     output: dict | None                  # the output bag's summary
     reorder_window: float
     truth_unmatched: int = 0             # truth joint-state messages without the config's joints
+    smoothing: list | None = None        # --smooth: per window the smoother's WindowReport (keyframes,
+                                         # Gauss-Newton iterations, costs, converged); None online
+    eras_not_estimated: int = 0          # --smooth: eras with no finite reading of any sensor (their
+                                         # readings counted as not finite): nothing smoothed there
 
     @property
     def duration(self) -> float:

@@ -21,12 +21,13 @@ import numpy as np
 
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.estimation.forces_batch import BatchForces
-from mbfg_ros.estimation.offline_smoother import OfflineSmoother, Readings, SmoothingOptions
+from mbfg_ros.estimation.offline_smoother import NoFiniteReadings, OfflineSmoother, Readings, SmoothingOptions
 from mbfg_ros.estimation.outputs import Estimate, Health, SensorCounts
 from mbfg_ros.io.estimate_messages import diagnostics_message
 from mbfg_ros.io.sensor_inputs import InputRouter
 from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
 from mbfg_ros.io.topic_names import resolve_topic
+from mbfg_ros.model.channels import command_joint
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import BagInput, InputBatch
 from mbfg_ros.replay.estimate_log import EstimateSeries
@@ -172,6 +173,7 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     next_diag = -math.inf
     key_offset = 0
     windows = []
+    not_estimated = 0                             # eras without a finite reading of any sensor
     with out if out is not None else nullcontext():
         for era, raw in enumerate(eras_raw):
             readings = Readings()
@@ -179,8 +181,9 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             for sensor, (ts, ys) in raw.items():
                 t = (ts - epoch) * 1e-9
                 y = ys.reshape(t.size, -1)
-                if sensor.startswith("command:"):
-                    readings.commands[sensor[len("command:"):]] = (t, y)
+                joint = command_joint(sensor)
+                if joint is not None:
+                    readings.commands[joint] = (t, y)
                 else:
                     readings.sensors[sensor] = (t, y)
                 c = counts.setdefault(sensor, SensorCounts())
@@ -202,8 +205,10 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                     k_first, X, result = next(gen)
                 except StopIteration:
                     break
-                except ValueError:
-                    break                         # an era without finite readings
+                except NoFiniteReadings as exc:   # every reading of the era NaN/Inf: nothing to smooth
+                    _count_outcomes(counts, {}, exc.rejected)
+                    not_estimated += 1
+                    break
                 clock["estimator"] += perf() - t0
                 clock["estimator_cpu"] += cpu() - c0
                 t1 = perf()
@@ -238,12 +243,7 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             clock["estimator_cpu"] += cpu() - c0
             if result is None:
                 continue
-            for name, n_used in result.used.items():
-                bad, dup = result.rejected.get(name, (0, 0))
-                c = counts[name]
-                c.used += n_used
-                c.rejected_nonfinite += bad
-                c.rejected_duplicate += dup
+            _count_outcomes(counts, result.used, result.rejected)
             for sensor, (tt, _) in readings.sensors.items():
                 tt = tt[np.isfinite(tt)]
                 if tt.size:
@@ -269,12 +269,23 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     if isinstance(out, WriterProcess):
         timings["writer_process"] = out.busy
         timings["writer_cpu"] = out.cpu
-    health.relinearizations = sum(w.iterations for w in windows)
     res = ReplayResult(
         bag=Path(bag), mech=mech, options=opt, input=inp, order=order, jumps=jumps, estimates=_series(mech, smoother.lay, series),
         truth=truth.series(epoch) if truth is not None else None, samples=samples, counts=counts,
         health=health, layout=smoother.lay, epoch_ns=epoch, eras=eras, timings=timings,
         output=out.summary() if out is not None else None, reorder_window=0.0,
-        truth_unmatched=truth.unmatched if truth is not None else 0)
-    res.smoothing = windows        # per window: keyframes, iterations, cost, converged
+        truth_unmatched=truth.unmatched if truth is not None else 0, smoothing=windows,
+        eras_not_estimated=not_estimated)
     return res
+
+
+def _count_outcomes(counts: dict[str, SensorCounts], used: dict[str, int],
+                    rejected: dict[str, tuple[int, int]]) -> None:
+    """Add an era's outcomes to the per-sensor counts: readings used, and (every sensor the
+    smoother cleaned, also one left without a finite reading) not finite and duplicate."""
+    for name, n_used in used.items():
+        counts[name].used += n_used
+    for name, (bad, dup) in rejected.items():
+        c = counts[name]
+        c.rejected_nonfinite += bad
+        c.rejected_duplicate += dup

@@ -38,7 +38,8 @@ or beyond ``max_time_gap`` ahead resets the estimator and is logged once; readin
 lagging the others by more than the window are counted (``too_old_lagging_sensor``), not fed.
 
 The rig is loaded through :func:`mbfg_ros.model.validation.load_rig`, the validation of ``mbfg
-check``: a rig check refuses stops the node at start-up with check's line and exit status 2.
+check``: a rig that check refuses stops the node at start-up with the line check prints and exit
+status 2.
 """
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.sensor_health import RollingCounts, SensorFigures, SensorHealth
 from mbfg_ros.io.sensor_inputs import FLOAT64, WRENCH_STAMPED, InputRouter
 from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
+from mbfg_ros.model.channels import command_channel
 from mbfg_ros.model.config import KEYFRAME_RATE_RANGE, LAG_RANGE, window_problem
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.validation import load_rig
@@ -356,7 +358,7 @@ class EstimatorNode(Node):
         for s in mech.config.sensors.all():
             sensors.append(f"{s.name} on {self.resolve_topic_name(s.topic)} ({s.rate:g} Hz)")
         for j in mech.known_input_joints:
-            sensors.append(f"command:{j} on {self.resolve_topic_name(mech.config.joint(j).topic)}")
+            sensors.append(f"{command_channel(j)} on {self.resolve_topic_name(mech.config.joint(j).topic)}")
         self.get_logger().info(
             f"{mech.config.name}: {mech.n} joints, {len(mech.dof)} DOF "
             f"({', '.join(mech.dof_names)}); keyframes {est.cfg.keyframe_rate:g} Hz, lag "

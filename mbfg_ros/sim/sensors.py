@@ -32,6 +32,7 @@ import numpy as np
 import pinocchio as pin
 
 from mbfg_ros.errors import MbfgError
+from mbfg_ros.model.channels import command_channel
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.sim.forward import Trajectory
 from mbfg_ros.sim.scenario import truth_mechanism
@@ -162,7 +163,7 @@ def load_cell_frame(mech: Mechanism, k: int) -> str:
 def channel_names(mech: Mechanism) -> list[str]:
     """Every sensor name of the config and ``command:<joint>`` for every known-input joint."""
     return ([e.config.name for e in mech.encoders] + [g.config.name for g in mech.gyros]
-            + [c.config.name for c in mech.load_cells] + [f"command:{j}" for j in mech.known_input_joints])
+            + [c.config.name for c in mech.load_cells] + [command_channel(j) for j in mech.known_input_joints])
 
 
 def check_rates(mech: Mechanism, rates: dict[str, float]) -> None:
@@ -198,7 +199,7 @@ def sensor_channels(mech: Mechanism, options: SensorOptions | None = None) -> li
         out.append(SensorChannel(c.name, "load_cell", c.topic, rate(c.name, "load_cell", c.rate),
                                  c.noise, k, load_cell_frame(mech, k), f"load_cell|{c.name}"))
     for joint in mech.known_input_joints:
-        name = f"command:{joint}"
+        name = command_channel(joint)
         topic = mech.config.joint(joint).topic
         r = rate(name, "command", DEFAULT_COMMAND_RATE)
         out.append(SensorChannel(name, "command", topic, r, 0.0, mech.index[joint], "",

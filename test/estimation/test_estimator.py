@@ -14,6 +14,7 @@ import pytest
 
 from mbfg_ros.estimation.batch import smooth_recording
 from mbfg_ros.estimation.estimator import Estimator
+from mbfg_ros.model.assembly import initial_state
 from mbfg_ros.sim.sensors import SensorOptions, synthesize
 from support.estimation_runs import PI16, run_estimator, with_estimator
 from support.simulations import config_mechanism, simulated
@@ -31,8 +32,19 @@ BOUNDS = {
 def test_converges_from_a_wrong_initial_pose_and_tracks(rig):
     mech = config_mechanism(rig)
     run = run_estimator(rig, 4.0, estimator_config=with_estimator(mech, initial_pose="config"))
-    # it starts pi/16 off (encoders pull the first estimate most of the way at once) ...
-    assert np.max(np.abs(run.errors("q")[0])) > 0.15 or rig in ("four_bar", "five_bar")
+    # it starts from the config's pose, pi/16 off the truth on every DOF ...
+    q_config = initial_state(mech, mech.create_data())[0][mech.dof]
+    np.testing.assert_allclose(run.truth("q", np.zeros(1))[0][mech.dof] - q_config, PI16, atol=1e-9)
+    # ... and its first estimate is still that far off where only gyros see the DOF, while
+    # encoders pull it within three sigma of their noise at once (measured 0.196 rad on the gyro
+    # rigs, 0.006-0.009 rad with the 1 deg encoders)
+    first = np.abs(run.errors("q")[0])
+    encoder_noise = {e.config.joint: e.config.noise for e in mech.encoders}
+    for name, error in zip(mech.dof_names, first):
+        if name in encoder_noise:
+            assert error < 3.0 * encoder_noise[name], (name, error)
+        else:
+            assert error > 0.15, (name, error)
     bq, bv, ba = BOUNDS[rig]
     assert np.all(run.rmse("q") < bq), run.rmse("q")
     assert np.all(run.rmse("v") < bv), run.rmse("v")
@@ -153,8 +165,13 @@ def test_online_estimate_is_close_to_the_batch_reference():
         q = np.array([e.q[0] for e in ests if e.stamp >= 1.0])
         return float(np.sqrt(np.mean((q - np.interp(t, traj.t, traj.q[:, 0])) ** 2)))
     online, batch = rmse(sm.online), rmse(sm.estimates)
-    assert batch < 2e-3 and online < 3e-3               # measured ~6e-4 and ~9e-4
-    assert sm.result.cost <= sm.result.initial_cost
+    assert batch < 2e-3 and online < 3e-3               # measured 2.4e-4 and 7.2e-4
+    # the smoother, seeing every reading, is closer to the truth than the online estimate, and
+    # fits the readings within their noise: whitened cost below half the number of residual rows
+    # (measured 0.25 per row, from 23 per row at the online start)
+    assert batch < online
+    rows = sum(r.size for r, _, _ in sm.result.linearization.values())
+    assert sm.result.cost < 0.5 * rows, (sm.result.cost, rows)
     diff = np.array([a.q[0] - b.q[0] for a, b in zip(sm.online, sm.estimates) if a.stamp >= 1.0])
     assert np.sqrt(np.mean(diff ** 2)) < 3e-3
 

@@ -92,3 +92,22 @@ def test_a_damaged_message_index_sends_its_chunk_to_the_record_loop(tmp_path, re
     bag = damaged_copy(recording, tmp_path / "index", lambda _: bytes(data))
     s = assert_same(bag)
     assert s.chunks_at_once == s0.chunks_at_once - 1
+
+
+def test_a_split_recording_without_metadata_is_read_in_the_recorders_order(tmp_path):
+    """rosbag2 splits a recording into rec_0.mcap, rec_1.mcap, ... rec_11.mcap; without its
+    metadata.yaml (a killed recorder) the files are read in that numeric order, not by name
+    (rec_0, rec_1, rec_10, rec_11, rec_2, ...), so the messages come in log-time order."""
+    from support.replay_bags import simulated_messages, write_bag
+    from mbfg_ros.io.bag_reader import BagSource
+    from mbfg_ros.io.mcap_salvage import mcap_files
+    messages = simulated_messages("four_bar", duration=1.2)
+    split = tmp_path / "rec"
+    split.mkdir()
+    for i, part in enumerate(np.array_split(np.arange(len(messages)), 12)):
+        write_bag(tmp_path / f"part{i}", [messages[k] for k in part])
+        next((tmp_path / f"part{i}").glob("*.mcap")).rename(split / f"rec_{i}.mcap")
+    assert [f.name for f in mcap_files(split)] == [f"rec_{i}.mcap" for i in range(12)]
+    with BagSource(split) as source:
+        stamps = [log_ns for _, _, log_ns, _ in source.messages()]
+    assert stamps == sorted(stamps) and len(stamps) == len(messages)

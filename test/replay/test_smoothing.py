@@ -101,6 +101,38 @@ def test_a_looping_bag_is_smoothed_era_by_era(tmp_path):
     assert np.abs(q[1] - q[0]).max() < 1e-9 and np.abs(q[2] - q[0]).max() < 1e-9
 
 
+def test_an_era_without_a_finite_reading_is_counted_and_reported(tmp_path, capsys):
+    """A 1 s bag, then (after a jump back) the same second with every encoder reading NaN and no
+    load cell: the second era has nothing to smooth. It is counted (the result, the JSON, the
+    summary), its readings are counted as not finite, and the smoother's Gauss-Newton
+    iterations are reported as such, not as relinearizations."""
+    import dataclasses
+
+    from support.replay_bags import simulated_messages, write_bag
+    from test_bad_bags import with_position
+    from mbfg_ros.io.topic_names import resolve_topic
+    mech = config_mechanism("four_bar")
+    messages = simulated_messages("four_bar", duration=1.0)
+    span = messages[-1].log_time_ns - messages[0].log_time_ns + 1_000_000
+    nan = [dataclasses.replace(with_position(m, float("nan")), log_time_ns=m.log_time_ns + span)
+           for m in messages if resolve_topic(m.topic) == "/encoders"]
+    bag = write_bag(tmp_path / "nan_era", messages + nan)
+    res = smooth_bag(bag, mech)
+    assert res.health.resets == 1 and len(res.eras) == 1 and res.eras_not_estimated == 1
+    enc = res.counts["crank_encoder"]
+    assert (enc.received, enc.used, enc.rejected_nonfinite) == (2000, 1000, 1000)
+    assert res.health.relinearizations == 0 and sum(w.iterations for w in res.smoothing) >= 1
+    out_json = tmp_path / "s.json"
+    assert main(["replay", str(bag), "--config", str(config_path("four_bar")), "--smooth", "--no-progress",
+                 "--json", str(out_json)]) == 0
+    text = capsys.readouterr().out
+    f = json.loads(out_json.read_text())
+    assert f["eras_not_estimated"] == 1 and f["counts"]["crank_encoder"]["unaccounted"] == 0
+    assert f["gauss_newton_iterations"] == sum(w["iterations"] for w in f["smoothing"]) >= 1
+    assert "Not estimated: 1 era" in text and "relinearizations" not in text
+    assert f"{f['gauss_newton_iterations']} Gauss-Newton iterations" in text
+
+
 # ------------------------------------------------------------------------------------------------
 # step 1 (reading) in bulk: the readings per era and the time-jump counts of the per-reading path
 def _eras_per_reading(inp, jumps, truth):

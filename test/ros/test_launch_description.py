@@ -167,8 +167,8 @@ def test_launch_files_are_thin_and_use_the_description(kind):
 def test_launch_files_build_their_description(kind):
     """Needs the `launch` and `launch_ros` packages (a ROS machine); pip has neither."""
     # (the repository's launch/ folder makes a bare "import launch" succeed: ask for a module)
-    pytest.importorskip("launch.actions", reason="launch is not installable from pip (see "
-                        "../shared/reference/ros-pip-env.md); this runs on a ROS machine")
+    pytest.importorskip("launch.actions", reason="launch is not installable from pip (no wheel on "
+                        "PyPI); this runs on a ROS machine")
     pytest.importorskip("launch_ros.actions", reason="launch_ros is not installable from pip")
     from launch import LaunchContext, LaunchDescription
     from launch.actions import DeclareLaunchArgument, OpaqueFunction

@@ -32,6 +32,20 @@ def _toggle(d):
                                  "hint": {"coupler_joint": -math.pi + 0.01, "rocker_joint": math.pi - 0.01}}
 
 
+def _coupler_as_second_dof(d):
+    """The four-bar with the coupler declared a DOF too, its value given only as a hint."""
+    d["mechanism"]["dof"] = ["crank_joint", "coupler_joint"]
+
+
+def _coupler_as_second_dof_at_the_flat_pose(d):
+    """The folding four-bar of :func:`_toggle` with the coupler declared a DOF too, held at the
+    flat pose: the closure Jacobian has rank 1 there, and a count at that pose alone found the
+    2 DOF declared."""
+    _toggle(d)
+    d["mechanism"]["dof"] = ["crank_joint", "coupler_joint"]
+    d["mechanism"]["initial"]["hint"] = {"coupler_joint": -math.pi, "rocker_joint": math.pi}
+
+
 def _no_sensors(d):
     d["sensors"] = {"encoders": [], "load_cells": []}
 
@@ -42,6 +56,14 @@ CONFIG_CASES: dict[str, tuple[Callable, tuple[str, ...]]] = {
                                 ("mechanism.initial", "cannot be assembled", "coupler_rocker")),
     "two_dof_on_a_one_dof_loop": (lambda d: d["mechanism"].update(dof=["crank_joint", "rocker_joint"]),
                                   ("mechanism.dof", "1 degree(s) of freedom", "['crank_joint', 'rocker_joint']")),
+    # issue 21 step 4: the DOF count from the rank at a generic pose, not at the initial one
+    "coupler_as_second_dof": (_coupler_as_second_dof, ("mechanism.dof", "1 degree(s) of freedom",
+                                                       "[crank_joint, coupler_joint]",
+                                                       "['crank_joint', 'coupler_joint']")),
+    "coupler_as_second_dof_at_the_flat_pose": (_coupler_as_second_dof_at_the_flat_pose,
+                                               ("mechanism.dof", "1 degree(s) of freedom",
+                                                "[crank_joint, coupler_joint]",
+                                                "['crank_joint', 'coupler_joint']")),
     "keyframe_rate_1e9": (lambda d: d["estimator"].update(keyframe_rate=1e9),
                           ("estimator.keyframe_rate", "must be from 1 to 2000 Hz", "1000000000.0")),
     # case 2: unbounded lag and keyframe rate
