@@ -1,5 +1,6 @@
 """A simulated bag through replay_bag: accuracy against the truth, the node's output topics (as
-the rclpy under test reads them: marker distro), lagged output, both storages and a rosbag1, other rigs, reading and writing in own processes."""
+the rclpy under test reads them: marker distro), lagged output, both storages and a rosbag1,
+other rigs, reading and writing in own processes."""
 from __future__ import annotations
 
 import numpy as np
@@ -116,7 +117,8 @@ def test_output_bag_is_what_this_distributions_rclpy_reads(four_bar_run):
             for c, _, raw in reader.messages():
                 data = bytes(raw)
                 ros = serialize_message(deserialize_message(data, message_class(c.msgtype)))
-                assert bytes(msgs.serialize(msgs.typestore().deserialize_cdr(ros, c.msgtype))) == data, c.topic
+                back = msgs.typestore().deserialize_cdr(ros, c.msgtype)
+                assert bytes(msgs.serialize(back)) == data, c.topic
                 checked += 1
             assert checked == sum(c.msgcount for c in reader.connections) > 0
     finally:
