@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from mbfg_ros.model.mechanism import Mechanism, load_mechanism
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "config"
+ROS_TESTS = ROOT / "test" / "ros"
 EXAMPLES = ["four_bar", "four_bar_gyro", "five_bar", "five_bar_gyro", "slider_crank", "spatial_rsur"]
 
 _cache: dict[str, Mechanism] = {}
@@ -22,6 +24,22 @@ def mechanism(name: str) -> Mechanism:
     if name not in _cache:
         _cache[name] = load_mechanism(CONFIG / f"{name}.yaml")
     return _cache[name]
+
+
+def pytest_report_header() -> str:
+    """Which rclpy (so which ROS 2 distribution) this run tests: Kilted's 9.x or Jazzy's 7.x."""
+    try:
+        return f"rclpy: ros-rclpy {version('ros-rclpy')} in {sys.prefix}"
+    except PackageNotFoundError:
+        return f"rclpy: no ros-rclpy wheel in {sys.prefix} (a ROS 2 install's, if any)"
+
+
+@pytest.hookimpl(tryfirst=True)            # before `-m distro` deselects
+def pytest_collection_modifyitems(items) -> None:
+    """Every test under test/ros is ROS-facing: it gets the marker ``distro`` (pytest.ini)."""
+    for item in items:
+        if ROS_TESTS in item.path.parents:
+            item.add_marker(pytest.mark.distro)
 
 
 @pytest.fixture(scope="session")

@@ -55,10 +55,6 @@ from pathlib import Path
 import numpy as np
 import rclpy
 from rclpy.clock import Clock, ClockType
-try:
-    from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
-except ImportError:           # Humble: the same classes in rclpy.qos_event (renamed in Iron)
-    from rclpy.qos_event import SubscriptionEventCallbacks, UnsupportedEventTypeError
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
@@ -80,6 +76,7 @@ from mbfg_ros.ros.message_classes import message_class
 from mbfg_ros.ros.processes import follow_parent
 from mbfg_ros.ros.node_parameters import (ParameterError, ParameterSpec, declare, init_rclpy,
                                           unknown_overrides)
+from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError
 from mbfg_ros.ros.sample_queue import QueuedReading, SampleQueue
 from mbfg_ros.ros.tf_publisher import TfPublisher
 

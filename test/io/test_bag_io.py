@@ -161,6 +161,7 @@ def test_reading_a_missing_bag_is_a_clear_error(tmp_path):
         list(read_bag(tmp_path / "nothing"))
 
 
+@pytest.mark.distro
 def test_control_msgs_definitions_are_the_upstream_ones_built_for_the_pip_environment():
     """The rosbags types of control_msgs and the rclpy ones built from tools/control_msgs come
     from one definition (comments aside), and a message crosses between them (CDR) unchanged."""

@@ -1,7 +1,11 @@
-"""Humble's rclpy has the subscription event classes in ``rclpy.qos_event`` (``rclpy.event_handler``
-came with Iron): the node falls back to it. A real process where ``rclpy.event_handler`` cannot be
-imported and ``rclpy.qos_event`` is this rclpy's event-handler code under Humble's module name; the
-node starts there, subscribes with the message-lost event and takes real messages."""
+"""mbfg_ros.ros.rclpy_compat on the distribution under test (Kilted, or Jazzy with ``make test
+ROS_DISTRO=jazzy``) and on Humble's module layout.
+
+Humble's rclpy has the subscription event classes in ``rclpy.qos_event`` (``rclpy.event_handler``
+came with Iron): the compat module falls back to it. A real process where ``rclpy.event_handler``
+cannot be imported and ``rclpy.qos_event`` is this rclpy's event-handler code under Humble's
+module name; the node starts there, subscribes with the message-lost event and takes real
+messages."""
 from __future__ import annotations
 
 import subprocess
@@ -30,7 +34,9 @@ PROBE = textwrap.dedent("""
         raise SystemExit("rclpy.event_handler is still importable")
     except ImportError:
         pass
-    from mbfg_ros.ros import estimator_node
+    from mbfg_ros.ros import estimator_node, rclpy_compat
+    assert rclpy_compat.SubscriptionEventCallbacks is humble.SubscriptionEventCallbacks
+    assert rclpy_compat.UnsupportedEventTypeError is humble.UnsupportedEventTypeError
     assert estimator_node.SubscriptionEventCallbacks is humble.SubscriptionEventCallbacks
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import qos_profile_sensor_data
@@ -53,6 +59,25 @@ PROBE = textwrap.dedent("""
     node.destroy_node()
     rclpy.try_shutdown()
 """)
+
+
+NEWER = textwrap.dedent("""
+    import sys
+    import rclpy.event_handler
+    from mbfg_ros.ros import rclpy_compat
+    assert rclpy_compat.SubscriptionEventCallbacks is rclpy.event_handler.SubscriptionEventCallbacks
+    assert rclpy_compat.UnsupportedEventTypeError is rclpy.event_handler.UnsupportedEventTypeError
+    assert "rclpy.qos_event" not in sys.modules, "the deprecated alias was imported"
+""")
+
+
+def test_event_classes_come_from_event_handler_on_this_distribution(tmp_path):
+    """Jazzy and Kilted: rclpy.event_handler's classes, and never the alias rclpy.qos_event, which
+    warns on import there (a fresh process: the test process may have imported anything)."""
+    out = subprocess.run([sys.executable, "-c", NEWER], env=ros_environment(tmp_path),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "deprecated" not in out.stderr, out.stderr
 
 
 def test_node_runs_with_humbles_qos_event_module(tmp_path):
