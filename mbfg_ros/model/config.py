@@ -79,9 +79,13 @@ class ClosureConfig:
 
 @dataclass(frozen=True)
 class JointConfig:
-    """Physics of one joint beyond URDF: friction and actuation.
+    """Physics of one joint beyond URDF: the drive (friction, rotor inertia, offset) and actuation.
 
     Friction torque (or force) = viscous * v + coulomb * tanh(v / coulomb_velocity).
+    ``armature``: the rotor inertia reflected through the gear (kg m^2 or kg; a motor's rotor
+    inertia times the gear ratio squared), added to the mass matrix's diagonal (pinocchio's
+    ``model.armature``). ``offset``: a constant effort (N m or N, either sign) on the same side
+    as the friction: the input needs this much more, M a + h + F(v) + offset = input.
     actuation: ``passive`` (no input), ``known`` (input effort read from ``topic``, a
     sensor_msgs/JointState with effort by joint name) or ``unknown`` (estimated).
     """
@@ -89,6 +93,8 @@ class JointConfig:
     viscous: float = 0.0
     coulomb: float = 0.0
     coulomb_velocity: float = 0.01
+    armature: float = 0.0
+    offset: float = 0.0
     actuation: str = "passive"
     topic: str = "joint_commands"
 
@@ -331,6 +337,8 @@ def _joints(root: YamlNode) -> dict[str, JointConfig]:
             name=name, viscous=n.float("viscous", 0.0, nonnegative=True),
             coulomb=n.float("coulomb", 0.0, nonnegative=True),
             coulomb_velocity=n.float("coulomb_velocity", 0.01, positive=True),
+            armature=n.float("armature", 0.0, nonnegative=True, unit="kg m^2 or kg"),
+            offset=n.float("offset", 0.0, unit="N m or N"),
             actuation=n.str("actuation", "passive", choices=ACTUATION_KINDS),
             topic=_topic(n) if n.has("topic") else "joint_commands")
         n.finish()
