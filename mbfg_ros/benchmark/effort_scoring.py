@@ -78,7 +78,7 @@ def savgol_derivatives(t: np.ndarray, q: np.ndarray, window: int = CAUSAL_WINDOW
     out[0, k] = coeff[:, 0]
     out[1, k] = coeff[:, 1] / scale
     out[2, k] = 2.0 * coeff[:, 2] / scale ** 2
-    return FilteredMotion(*(x[:, :, 0] if flat else x for x in out))
+    return FilteredMotion(*(x[:, 0] if flat else x for x in out))
 
 
 def inverse_dynamics_effort(mech: Mechanism, q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:

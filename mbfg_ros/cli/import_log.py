@@ -53,7 +53,7 @@ def format_import(f: dict) -> str:
     """The import's facts (LogImport.facts) as text for a person."""
     delim = f" (delimiter {f['delimiter']!r})" if f.get("delimiter") else ""
     lines = [f"Imported {f['source']}: {f['format']}{delim}, {f['rows']} rows, "
-             f"{f['duration']:.3f} s of log time ({f['first_stamp']:.6f} to {f['last_stamp']:.6f} s)"
+             f"{f['duration']:.3f} s of log time (stamps {f['first_stamp']:.6f} to {f['last_stamp']:.6f} s)"
              + (f", {f['rows_without_time']} rows without a time (skipped)" if f["rows_without_time"] else "")]
     lines.append(f"  {'sensor':<22} {'topic':<20} {'written':>8} {'repeats':>8} {'NaN':>6} "
                  f"{'same t':>6} {'gaps':>5} {'largest':>9} {'rate Hz':>9} {'jitter ms':>9}")

@@ -15,8 +15,8 @@ the row. Per sensor, a row is
 
 A time column that goes backwards is refused with the row (and the CSV line). What is written
 is summarised per sensor: samples, repeats, NaN, same-stamp rows, gaps (steps longer than
-``gap_factor`` median periods), rate (1 / median period) and jitter (RMS deviation of the steps
-from the median period).
+``gap_factor`` median periods), rate (1 / median period) and jitter (RMS deviation of the other
+steps from the median period).
 """
 from __future__ import annotations
 
@@ -112,8 +112,8 @@ def row_stamps(table: LogTable, log_map: LogMap) -> tuple[np.ndarray, np.ndarray
     if back.size:
         i, prev = rows[back[0] + 1], rows[back[0]]
         raise LogError(f"{table.path}: the time column {col!r} goes backwards at {table.where(i)}: "
-                       f"{raw[i]!r} {unit} after {raw[prev]!r} {unit} at {table.where(prev)}; a log must be in "
-                       "time order (sort it, or split it where the clock was reset)")
+                       f"{raw[i].item()!r} {unit} after {raw[prev].item()!r} {unit} at {table.where(prev)}; a log "
+                       "must be in time order (sort it, or split it where the clock was reset)")
     if rows.size and ns[rows[0]] < 0:
         raise LogError(f"{table.path}: the time column {col!r} plus time.offset starts before 1970 "
                        f"({ns[rows[0]] / 1e9:g} s); give time.offset in the map")
@@ -132,14 +132,15 @@ def channel_values(table: LogTable, ch: ChannelColumns) -> np.ndarray:
 
 
 def _timing(stats: ChannelImport, stamps_ns: np.ndarray, first_ns: int, gap_factor: float) -> None:
-    """Rate, jitter and gaps of the written samples' stamps."""
+    """Rate, jitter (over the steps that are not gaps) and gaps of the written samples' stamps."""
     if stamps_ns.size < 2:
         return
     steps = np.diff(stamps_ns) / 1e9
     period = float(np.median(steps))
     stats.rate = 1.0 / period if period > 0 else float("inf")
-    stats.jitter = float(np.sqrt(np.mean((steps - period) ** 2)))
-    gaps = np.nonzero(steps > gap_factor * period)[0]
+    gap = steps > gap_factor * period
+    stats.jitter = float(np.sqrt(np.mean((steps[~gap] - period) ** 2)))
+    gaps = np.nonzero(gap)[0]
     stats.gaps = int(gaps.size)
     if gaps.size:
         stats.largest_gap = float(steps[gaps].max())

@@ -166,16 +166,20 @@ def _csv_table(path: Path, delimiter: str) -> LogTable:
 
 def _sniff(path: Path, lines: list[str]) -> str:
     """The delimiter of a header + rows: csv.Sniffer's among :data:`DELIMITERS`, else the one
-    that splits every line into the same number (> 1) of cells."""
+    that splits the header into cells (more than one) and the most rows into as many."""
     sample = "\n".join(lines)
     try:
         return csv.Sniffer().sniff(sample, delimiters=DELIMITERS).delimiter
     except csv.Error:
         pass
+    best, agree = None, -1
     for d in DELIMITERS:
-        counts = {len(next(csv.reader([line], delimiter=d, skipinitialspace=d == " "))) for line in lines}
-        if len(counts) == 1 and counts.pop() > 1:
-            return d
+        counts = [len(row) for row in csv.reader(lines, delimiter=d, skipinitialspace=d == " ")]
+        same = sum(c == counts[0] for c in counts[1:])
+        if counts[0] > 1 and same > agree:
+            best, agree = d, same
+    if best is not None:
+        return best
     raise LogError(f"{path}: cannot tell the delimiter from the first lines (tried "
                    f"{', '.join(repr(d) for d in DELIMITERS)}); give it in the map (delimiter)")
 
