@@ -102,3 +102,17 @@ def test_rows_without_a_time_are_skipped_and_counted(tmp_path):
     res = log_samples(read_log_table(log), parse_log_map({"time": {"column": "t"}, "sensors": {"crank_encoder": "q"}}),
                       config_mechanism("slider_crank"))
     assert res.rows_without_time == 1 and res.channels[0].written == 19 and res.channels[0].nan == 0
+
+
+def test_the_readmes_example_map_is_valid():
+    import re
+
+    from conftest import ROOT
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("### mbfg import"):text.index("### mbfg tune")]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    log_map = parse_log_map(yaml.safe_load(block), ROOT / "example.map.yaml")
+    assert log_map.time_unit == "ms" and log_map.time_offset == 1.7e9 and log_map.repeats == "drop"
+    assert [c.channel for c in log_map.channels] == ["crank_encoder", "slider_encoder", "coupler_gyro", "pin_load",
+                                                     "command:crank_joint"]
+    assert log_map.channels[2].axes == (0, 1, 2) and log_map.channels[1].scale == 0.001
