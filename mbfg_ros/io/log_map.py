@@ -23,12 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mbfg_ros.errors import ConfigError
 from mbfg_ros.model.config import AXES
 from mbfg_ros.model.mechanism import Mechanism
-from mbfg_ros.model.yaml_reader import YamlNode, check_name
+from mbfg_ros.model.yaml_reader import YamlNode, check_name, load_yaml_file
 
 TIME_UNITS_NS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 """ns per unit of a time column."""
@@ -137,18 +135,7 @@ def parse_log_map(data: Any, source: str | Path | None = None) -> LogMap:
 
 def load_log_map(path: str | Path) -> LogMap:
     """Read and validate a mapping file (YAML)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError("no such map file", file=str(path))
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}", file=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not a text file ({exc.reason})", file=str(path)) from None
-    return parse_log_map(data, path)
+    return parse_log_map(load_yaml_file(path, "map file"), Path(path))
 
 
 def check_log_map(log_map: LogMap, mech: Mechanism) -> list[tuple[str, ChannelColumns]]:

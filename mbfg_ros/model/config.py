@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mbfg_ros.errors import ConfigError
-from mbfg_ros.model.yaml_reader import YamlNode
+from mbfg_ros.model.yaml_reader import YamlNode, load_yaml_file
 from mbfg_ros.model.speed import needed_keyframe_rate
 
 CLOSURE_TYPES = ("point", "planar_revolute", "revolute", "prismatic", "planar_prismatic", "weld",
@@ -517,17 +515,4 @@ def parse_rig_config(data: Any, *, source: str | Path | None = None,
 
 def load_rig_config(path: str | Path, *, urdf_override: str | Path | None = None) -> RigConfig:
     """Read and validate a mechanism config file (YAML)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError("no such config file", file=str(path))
-    try:
-        with path.open("r", encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"not valid YAML{where}: {problem}", file=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not a text file ({exc.reason})", file=str(path)) from None
-    return parse_rig_config(data, source=path, urdf_override=urdf_override)
+    return parse_rig_config(load_yaml_file(path), source=Path(path), urdf_override=urdf_override)
