@@ -134,6 +134,7 @@ def score_recorded_run(log: str | Path, log_map, mech: Mechanism, torque_columns
     Each estimate is compared at its own keyframe stamps, the baselines at the filtered ones (the
     recorded torque and the baselines interpolated linearly from the log's rows)."""
     from mbfg_ros.io.log_import import channel_values, check_log_map, log_samples, row_stamps, write_log_bag
+    from mbfg_ros.io.log_map import ChannelColumns
     from mbfg_ros.io.log_tables import read_log_table
     from mbfg_ros.replay.residuals import sensor_residuals
     from mbfg_ros.replay.session import ReplayOptions, replay_bag
@@ -146,10 +147,11 @@ def score_recorded_run(log: str | Path, log_map, mech: Mechanism, torque_columns
     for kind, ch in check_log_map(log_map, mech):
         if kind == "encoder":
             joint = next(e.config.joint for e in mech.encoders if e.config.name == ch.channel)
-            q_rows[:, mech.index[joint]] = channel_values(table, ch)[valid, 0]
+            q_rows[:, mech.index[joint]] = channel_values(table, ch, ns.size)[valid, 0]
     joints = list(torque_columns)
     idx = [mech.index[j] for j in joints]
-    recorded = np.column_stack([table.column(torque_columns[j])[valid] for j in joints])
+    recorded = np.column_stack([channel_values(table, ChannelColumns(j, (torque_columns[j],), (0,), 1.0, 0.0, j),
+                                               ns.size)[valid, 0] for j in joints])
     estimates = {}
     with tempfile.TemporaryDirectory(prefix="mbfg-score-") as tmp:
         bag = Path(tmp) / "bag"

@@ -1,9 +1,9 @@
 """`mbfg`: the command line of mbfg_ros.
 
 Subcommands live in their own modules (only the one used is imported, so `mbfg check` starts fast):
-check, simulate, replay, import, tune, benchmark, run, demo. User errors (bad config, bad options, bad bags)
-print one clear line and exit 2; `--debug` shows the traceback instead. Ctrl-C exits 130 and
-SIGTERM 143, both after the clean-up (a bag being written is removed).
+check, simulate, replay, import, tune, benchmark, run, demo. User errors (bad config, bad options,
+bad bags) print one clear line and exit 2; `--debug` shows the traceback instead. Ctrl-C exits 130
+and SIGTERM 143, both after the clean-up (a bag being written is removed).
 """
 from __future__ import annotations
 

@@ -120,13 +120,14 @@ def row_stamps(table: LogTable, log_map: LogMap) -> tuple[np.ndarray, np.ndarray
     return ns, valid
 
 
-def channel_values(table: LogTable, ch: ChannelColumns) -> np.ndarray:
-    """(rows, k) values scale * cell + offset of the channel's columns."""
+def channel_values(table: LogTable, ch: ChannelColumns, rows: int) -> np.ndarray:
+    """(rows, k) values scale * cell + offset of the channel's columns, which must have as many
+    rows as the time column (``rows``)."""
     cols = []
     for name in ch.columns:
         c = table.column(name)
-        if c.shape[0] != table.rows:
-            raise LogError(f"{table.path}: column {name!r} has {c.shape[0]} rows, the log {table.rows}")
+        if c.shape[0] != rows:
+            raise LogError(f"{table.path}: column {name!r} has {c.shape[0]} rows, the time column {rows}")
         cols.append(c)
     return np.column_stack(cols) * ch.scale + ch.offset
 
@@ -160,12 +161,12 @@ def log_samples(table: LogTable, log_map: LogMap, mech: Mechanism) -> LogImport:
     streams, channels = [], []
     for kind, ch in bound:
         stats = ChannelImport(ch.channel, kind, topics[ch.channel], ch.columns)
-        values = channel_values(table, ch)
+        values = channel_values(table, ch, ns.size)
         finite = np.isfinite(values).all(axis=1)
         candidate = valid & finite
         stats.nan = int(np.count_nonzero(valid & ~finite))
         if log_map.repeats == "drop":
-            repeat = np.zeros(table.rows, bool)
+            repeat = np.zeros(ns.size, bool)
             repeat[1:] = np.all(values[1:] == values[:-1], axis=1)
             repeat &= candidate
             stats.repeats = int(np.count_nonzero(repeat))
@@ -184,7 +185,7 @@ def log_samples(table: LogTable, log_map: LogMap, mech: Mechanism) -> LogImport:
         streams.append([Sample(ch.channel, kind, t, t, v) for t, v in zip(rel.tolist(), full)])
     samples = list(heapq.merge(*streams, key=lambda s: s.stamp))
     mapped = {ch.channel for _, ch in bound}
-    return LogImport(table.path, table.format, table.delimiter, table.rows, int(table.rows - rows.size),
+    return LogImport(table.path, table.format, table.delimiter, ns.size, int(ns.size - rows.size),
                      first, last, epoch, channels, [n for n in channel_names(mech) if n not in mapped], samples)
 
 

@@ -42,13 +42,15 @@ class ChannelColumns:
 
     ``channel``: the config's sensor name, or ``command:<joint>`` for a known input; ``columns``:
     the log's columns, one per component; ``axes``: for a gyro the sensor axis (0 x, 1 y, 2 z) of
-    each column, else (0,); ``field``: the map's field, for messages."""
+    each column, else (0,); ``field``: the map's field, for messages; ``per_axis``: the map
+    named the columns by axis (``columns: {x: ...}``) rather than one ``column``."""
     channel: str
     columns: tuple[str, ...]
     axes: tuple[int, ...]
     scale: float
     offset: float
     field: str
+    per_axis: bool = False
 
 
 @dataclass(frozen=True)
@@ -64,16 +66,15 @@ class LogMap:
     gap_factor: float
     delimiter: str
     channels: tuple[ChannelColumns, ...]
-    entries: dict[str, dict[str, Any]]      # field -> {"column" or "columns"}: what the map wrote
 
 
-def _channel(node: YamlNode, key: str, channel: str) -> tuple[ChannelColumns, dict]:
+def _channel(node: YamlNode, key: str, channel: str) -> ChannelColumns:
     raw = node.raw(key)
     field = node.field(key)
     if isinstance(raw, str):
         if not raw:
             raise node.error(key, "expected a column name", raw)
-        return ChannelColumns(channel, (raw,), (0,), 1.0, 0.0, field), {"column": raw}
+        return ChannelColumns(channel, (raw,), (0,), 1.0, 0.0, field)
     n = YamlNode(raw, field, node.file)
     scale = n.float("scale", 1.0)
     offset = n.float("offset", 0.0)
@@ -83,7 +84,7 @@ def _channel(node: YamlNode, key: str, channel: str) -> tuple[ChannelColumns, di
     if n.has("column"):
         col = n.str("column")
         n.finish()
-        return ChannelColumns(channel, (col,), (0,), scale, offset, field), {"column": col}
+        return ChannelColumns(channel, (col,), (0,), scale, offset, field)
     cols = n.node("columns")
     axes, names = [], []
     for axis in cols.data:
@@ -95,7 +96,7 @@ def _channel(node: YamlNode, key: str, channel: str) -> tuple[ChannelColumns, di
         raise n.error("columns", "name a column for each measured axis")
     cols.finish()
     n.finish()
-    return ChannelColumns(channel, tuple(names), tuple(axes), scale, offset, field), {"columns": dict(cols.data)}
+    return ChannelColumns(channel, tuple(names), tuple(axes), scale, offset, field, per_axis=True)
 
 
 def parse_log_map(data: Any, source: str | Path | None = None) -> LogMap:
@@ -119,18 +120,15 @@ def parse_log_map(data: Any, source: str | Path | None = None) -> LogMap:
     delimiter = root.str("delimiter", "auto")
     if delimiter != "auto" and len(delimiter) != 1:
         raise root.error("delimiter", "auto, or the one character between the cells", delimiter)
-    channels, entries = [], {}
+    channels = []
     for section, prefix in (("sensors", ""), ("inputs", "command:")):
         node = root.node(section, {})
-        for name in node.data:
-            ch, entry = _channel(node, str(name), prefix + str(name))
-            channels.append(ch)
-            entries[ch.field] = entry
+        channels += [_channel(node, str(name), prefix + str(name)) for name in node.data]
     if not channels:
         raise root.error("sensors", "map at least one sensor (or known input) to a column")
     root.finish()
     return LogMap(Path(source).resolve() if source is not None else None, config, column, unit, float(offset),
-                  repeats, gap, delimiter, tuple(channels), entries)
+                  repeats, gap, delimiter, tuple(channels))
 
 
 def load_log_map(path: str | Path) -> LogMap:
@@ -149,7 +147,7 @@ def check_log_map(log_map: LogMap, mech: Mechanism) -> list[tuple[str, ChannelCo
     kinds.update({c.config.name: "load_cell" for c in mech.load_cells})
     out = []
     for ch in log_map.channels:
-        entry = log_map.entries[ch.field]
+        given = dict(zip(("xyz"[a] for a in ch.axes), ch.columns)) if ch.per_axis else ch.columns[0]
         if ch.channel.startswith("command:"):
             joint = ch.channel.split(":", 1)[1]
             check_name(node, ch.field, joint, mech.joint_names, "joint")
@@ -164,13 +162,13 @@ def check_log_map(log_map: LogMap, mech: Mechanism) -> list[tuple[str, ChannelCo
         if kind == "gyro":
             gyro = next(g for g in mech.gyros if g.config.name == ch.channel)
             measured = sorted(int(r) for r in gyro.rows)
-            if "column" in entry and len(measured) == 1:
+            if not ch.per_axis and len(measured) == 1:
                 ch = dataclasses.replace(ch, axes=(measured[0],))
-            elif "column" in entry or sorted(ch.axes) != measured:
+            elif not ch.per_axis or sorted(ch.axes) != measured:
                 raise ConfigError(f"a gyro needs one column per measured axis: {', '.join(AXES[i] for i in measured)} "
-                                  "(columns: {axis: COLUMN, ...})", file=file, field=ch.field, value=entry)
-        elif "columns" in entry:
+                                  "(columns: {axis: COLUMN, ...})", file=file, field=ch.field, value=given)
+        elif ch.per_axis:
             raise ConfigError(f"a {kind.replace('_', ' ')} reads one column (column: NAME)", file=file,
-                              field=ch.field, value=entry)
+                              field=ch.field, value=given)
         out.append((kind, ch))
     return out

@@ -39,8 +39,9 @@ class LogError(MbfgError):
 
 @dataclass
 class LogTable:
-    """A log's columns. ``format``: csv, mat or npz; ``rows``: the number of data rows (of the
-    longest column for arrays); ``lines``: for CSV, the file line number of each data row (1-based)."""
+    """A log's columns. ``format``: csv, mat or npz; ``rows``: the number of data rows (for
+    arrays, the longest one's: columns may differ, the importer checks the ones it maps against
+    the time column); ``lines``: for CSV, the file line number of each data row (1-based)."""
     path: Path
     format: str
     rows: int

@@ -18,8 +18,9 @@ The equations of motion residual (N m or N per coordinate) is
 with ``s`` the gravity scale (1 unless estimated), ``G`` the generalized gravity at the config's
 gravity, ``F`` the joint friction and ``o`` the joints' constant effort offsets; RNEA includes
 the joints' armature (rotor inertia reflected through the gear: diag(armature) a, pinocchio's
-``model.armature``, which its CRBA adds to the mass matrix too). Every function returning derivatives returns them as
-dense arrays, exact (analytic, from pinocchio) unless its docstring says otherwise.
+``model.armature``, which its CRBA adds to the mass matrix too). Every function returning
+derivatives returns them as dense arrays, exact (analytic, from pinocchio) unless its docstring
+says otherwise.
 """
 from __future__ import annotations
 

@@ -263,9 +263,9 @@ class SymbolicMechanism:
     def dynamics_residual(self, q, v, a, lam, tau, u, gravity_scale=1.0, mass_scale=1.0, model_error=None,
                           model_error_joints=None):
         """RNEA + F(v) + o - tau - B u - B_e e - Phi_q^T lam (= Mechanism.inverse_dynamics(...).r
-        minus B_e e; o: the joints' constant offsets). ``model_error`` e: generalised forces on the coordinates
-        ``model_error_joints`` (indices; default the DOF), or None; B_e = the identity's
-        columns of those coordinates."""
+        minus B_e e; o: the joints' constant offsets). ``model_error`` e: generalised forces on
+        the coordinates ``model_error_joints`` (indices; default the DOF), or None; B_e = the
+        identity's columns of those coordinates."""
         mech = self.mech
         r = self.rnea(q, v, a, gravity_scale, mass_scale) + self.friction(v)
         if mech.has_offset:

@@ -184,7 +184,6 @@ def check_name(node: YamlNode, key: str, name: str, known: Sequence[str], what: 
         raise node.error(key, f"unknown {what}{hint} (the model has: {listing})", name)
 
 
-
 def load_yaml_file(path: str | Path, what: str = "config file") -> Any:
     """The parsed YAML document of ``path``; a ConfigError naming the file (no such ``what``,
     not valid YAML with the line and column, not a text file) otherwise."""

@@ -58,7 +58,8 @@ def four_bar_log(tmp_path_factory):
 def test_round_trip_through_a_csv_log_gives_the_same_estimate(four_bar_log, tmp_path, capsys):
     bag, csv, map_file, loads = four_bar_log
     out = tmp_path / "imported"
-    assert main(["import", str(csv), "--map", str(map_file), "--out", str(out), "--json", str(tmp_path / "i.json")]) == 0
+    assert main(["import", str(csv), "--map", str(map_file), "--out", str(out),
+                 "--json", str(tmp_path / "i.json")]) == 0
     text = capsys.readouterr().out
     assert "rocker_pin_load" in text and "Wrote 2 topics" in text
     facts = json.loads((tmp_path / "i.json").read_text())

@@ -98,7 +98,8 @@ def test_a_time_going_backwards_is_refused_with_its_row_and_line(tmp_path):
     t[31] = t[30] - 0.001
     crank, slider = motion(t)
     log = tmp_path / "run.csv"
-    log.write_text("t,crank,slider,torque\n# a comment\n" + "".join(f"{a!r},{b!r},{c!r},0\n" for a, b, c in zip(t.tolist(), crank.tolist(), slider.tolist())))
+    rows = zip(t.tolist(), crank.tolist(), slider.tolist())
+    log.write_text("t,crank,slider,torque\n# a comment\n" + "".join(f"{a!r},{b!r},{c!r},0\n" for a, b, c in rows))
     with pytest.raises(LogError) as err:
         import_log(log, parse_log_map(slider_map()), config_mechanism("slider_crank"), tmp_path / "bag")
     msg = str(err.value)
@@ -182,7 +183,8 @@ def test_repeats_keep_writes_held_values_and_jitter_is_the_steps_rms_deviation(t
     crank, slider = motion(t)
     crank[20:30] = crank[19]
     log = tmp_path / "run.csv"
-    log.write_text("t,crank,slider,torque\n" + "".join(f"{a!r},{b!r},{c!r},0.5\n" for a, b, c in zip(t.tolist(), crank.tolist(), slider.tolist())))
+    rows = zip(t.tolist(), crank.tolist(), slider.tolist())
+    log.write_text("t,crank,slider,torque\n" + "".join(f"{a!r},{b!r},{c!r},0.5\n" for a, b, c in rows))
     res = import_log(log, parse_log_map(slider_map(repeats="keep")), mech, tmp_path / "bag")
     assert all(ch.repeats == 0 and ch.written == 400 and ch.gaps == 0 for ch in res.channels)
     assert res.channels[0].jitter == pytest.approx(np.sqrt(2) * 1e-4, rel=0.2)   # steps of N(0, 1e-4) stamps
@@ -199,3 +201,11 @@ def test_a_single_axis_gyro_reads_one_column(tmp_path):
     _, y = readings(tmp_path / "bag", mech)["crank_gyro"]        # the Imu's x, y, z: the gyro reads z
     np.testing.assert_allclose(y[:, 2], 3 * t, rtol=1e-12)
     assert not np.any(y[:, :2])
+
+
+def test_an_npz_column_shorter_than_the_time_is_named(tmp_path):
+    log = tmp_path / "run.npz"
+    np.savez(log, t=np.arange(10) * 0.001, q=np.zeros(9), params=np.arange(3.0))
+    with pytest.raises(LogError, match="column 'q' has 9 rows, the time column 10"):
+        import_log(log, parse_log_map({"time": {"column": "t"}, "sensors": {"crank_encoder": "q"}}),
+                   config_mechanism("slider_crank"), tmp_path / "bag")

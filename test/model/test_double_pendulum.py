@@ -41,10 +41,12 @@ def mech():
 
 def published(p, q, v):
     """M, C(q, v) v - G(q) and F(v) of the published plant ("UnderactuatedLecture" formulas)."""
-    m1, m2, l1, r1, r2, I1, I2, Ir, gr, g = (p[k] for k in ("m1", "m2", "l1", "r1", "r2", "I1", "I2", "Ir", "gr", "g"))
+    m1, m2, l1, r1, r2, I1, I2, Ir, gr, g = (p[k] for k in ("m1", "m2", "l1", "r1", "r2", "I1", "I2", "Ir",
+                                                             "gr", "g"))
     c2, s2 = math.cos(q[1]), math.sin(q[1])
-    M = np.array([[I1 + I2 + m2 * l1 ** 2 + 2 * m2 * l1 * r2 * c2 + gr ** 2 * Ir + Ir, I2 + m2 * l1 * r2 * c2 - gr * Ir],
-                  [I2 + m2 * l1 * r2 * c2 - gr * Ir, I2 + gr ** 2 * Ir]])
+    m12 = I2 + m2 * l1 * r2 * c2 - gr * Ir
+    M = np.array([[I1 + I2 + m2 * l1 ** 2 + 2 * m2 * l1 * r2 * c2 + gr ** 2 * Ir + Ir, m12],
+                  [m12, I2 + gr ** 2 * Ir]])
     C = np.array([[-2 * m2 * l1 * r2 * s2 * v[1], -m2 * l1 * r2 * s2 * v[1]], [m2 * l1 * r2 * s2 * v[0], 0.0]])
     G = np.array([-m1 * g * r1 * math.sin(q[0]) - m2 * g * (l1 * math.sin(q[0]) + r2 * math.sin(q[0] + q[1])),
                   -m2 * g * r2 * math.sin(q[0] + q[1])])
