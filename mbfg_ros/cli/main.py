@@ -1,9 +1,9 @@
 """`mbfg`: the command line of mbfg_ros.
 
 Subcommands live in their own modules (only the one used is imported, so `mbfg check` starts fast):
-check, simulate, replay, tune, benchmark, run, demo. User errors (bad config, bad options, bad bags)
-print one clear line and exit 2; `--debug` shows the traceback instead. Ctrl-C exits 130 and
-SIGTERM 143, both after the clean-up (a bag being written is removed).
+check, simulate, replay, import, tune, benchmark, run, demo. User errors (bad config, bad options,
+bad bags) print one clear line and exit 2; `--debug` shows the traceback instead. Ctrl-C exits 130
+and SIGTERM 143, both after the clean-up (a bag being written is removed).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ SUBCOMMANDS = {
     "check": "mbfg_ros.cli.check",
     "simulate": "mbfg_ros.cli.simulate",
     "replay": "mbfg_ros.cli.replay",
+    "import": "mbfg_ros.cli.import_log",
     "tune": "mbfg_ros.cli.tune",
     "benchmark": "mbfg_ros.cli.benchmark",
     "run": "mbfg_ros.cli.run",
@@ -28,6 +29,7 @@ HELP = {
     "check": "validate a URDF + mechanism config and print what it describes",
     "simulate": "simulate a rig and write its sensor data and ground truth to a rosbag",
     "replay": "run the estimator over a rosbag (faster than real time) and report",
+    "import": "convert a recorded log (CSV, MATLAB .mat, .npz) to a rosbag2 of the rig's sensor messages",
     "tune": "estimate the noise settings from a recording (no ground truth) and write a tuned config",
     "benchmark": "accuracy against the Kalman observers (--quick/--full) or speed (--perf)",
     "run": "start the ROS nodes of a launch description without ros2 launch",

@@ -24,6 +24,9 @@ from mbfg_ros.model.validation import load_rig
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("bag", help="the recording: a rosbag2 directory (mcap or sqlite3) or a rosbag1 .bag file")
     p.add_argument("--config", required=True, metavar="YAML", help="mechanism config (URDF + sensors + estimator)")
+    p.add_argument("--map", metavar="YAML",
+                   help="the recording is a log (CSV, MATLAB .mat, .npz): import it through this mbfg import map "
+                        "(into a temporary bag, with --config's sensors) and replay that")
     p.add_argument("--remap", action="append", default=[], metavar="FROM:=TO",
                    help="read the config's topic FROM from the bag's topic TO (repeatable); FROM is a "
                         "sensor topic or a ground-truth topic (/truth/joint_states, "
@@ -109,6 +112,8 @@ def _validate(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "map", None):
+        return _replay_log(args)
     from mbfg_ros.io import messages as msgs
     from mbfg_ros.replay.bag_input import parse_remap
     from mbfg_ros.replay.metrics import compare
@@ -162,6 +167,20 @@ def run(args: argparse.Namespace) -> int:
                  f"{sum(x.initial_cost for x in w):.4g} at the causal start, {sum(x.cost for x in w):.4g} at the end")
     _print(text)
     return 0
+
+
+def _replay_log(args: argparse.Namespace) -> int:
+    """``--map``: import the log into a temporary bag (printing the import's summary), replay it."""
+    import tempfile
+
+    from mbfg_ros.cli.import_log import convert, format_import
+    _validate(args)
+    with tempfile.TemporaryDirectory(prefix="mbfg-import-") as tmp:
+        bag = Path(tmp) / Path(args.bag).stem
+        result = convert(args.bag, args.map, args.config, bag)
+        if args.json != "-":
+            _print(format_import(result.facts()))
+        return run(argparse.Namespace(**{**vars(args), "bag": str(bag), "map": None}))
 
 
 def _print(text: str) -> None:

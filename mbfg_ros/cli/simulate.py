@@ -187,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
         progress=show is None and sys.stderr.isatty(), duration=scenario.duration)
     t3 = time.perf_counter()
     truth_mech = trajectory.mechanism
-    conservative = not truth_mech.has_friction and not InputProfile(truth_mech, scenario).active
+    conservative = not (truth_mech.has_friction or truth_mech.has_offset
+                        or InputProfile(truth_mech, scenario).active)
     facts = {
         "bag": str(out), "storage": args.storage, "config": str(args.config),
         "duration": scenario.duration, "epoch": args.epoch,
@@ -250,7 +251,7 @@ def format_summary(f: dict) -> str:
         f"gyro bias {so['gyro_bias']:g} rad/s{' + walk' if so['gyro_bias_walk'] else ''}, jitter {so['jitter']:g} s, "
         f"delay {so['delay']:g} s, dropout {so['dropout']:g}, outliers {so['outlier_rate']:g}")
     drift = (f"energy drift {f['energy_drift']:.2e} (relative)" if f["energy_drift"] is not None
-             else "energy drift n/a (friction or inputs)")
+             else "energy drift n/a (friction, offsets or inputs)")
     lines.append(f"Accuracy: max closure residual {f['max_closure_residual']:.2e}, {drift}")
     w = f["wall_times"]
     lines.append(f"Wall time: {f['wall_time']:.2f} s (integration {w['integration']:.2f} s, sensors and "

@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from mbfg_ros.errors import ConfigError
-from mbfg_ros.model.yaml_reader import YamlNode
+from mbfg_ros.model.yaml_reader import YamlNode, load_yaml_file
 from mbfg_ros.model.speed import needed_keyframe_rate
 
 CLOSURE_TYPES = ("point", "planar_revolute", "revolute", "prismatic", "planar_prismatic", "weld",
@@ -79,9 +77,13 @@ class ClosureConfig:
 
 @dataclass(frozen=True)
 class JointConfig:
-    """Physics of one joint beyond URDF: friction and actuation.
+    """Physics of one joint beyond URDF: the drive (friction, rotor inertia, offset) and actuation.
 
     Friction torque (or force) = viscous * v + coulomb * tanh(v / coulomb_velocity).
+    ``armature``: the rotor inertia reflected through the gear (kg m^2 or kg; a motor's rotor
+    inertia times the gear ratio squared), added to the mass matrix's diagonal (pinocchio's
+    ``model.armature``). ``offset``: a constant effort (N m or N, either sign) on the same side
+    as the friction: the input needs this much more, M a + h + F(v) + offset = input.
     actuation: ``passive`` (no input), ``known`` (input effort read from ``topic``, a
     sensor_msgs/JointState with effort by joint name) or ``unknown`` (estimated).
     """
@@ -89,6 +91,8 @@ class JointConfig:
     viscous: float = 0.0
     coulomb: float = 0.0
     coulomb_velocity: float = 0.01
+    armature: float = 0.0
+    offset: float = 0.0
     actuation: str = "passive"
     topic: str = "joint_commands"
 
@@ -332,6 +336,8 @@ def _joints(root: YamlNode) -> dict[str, JointConfig]:
             name=name, viscous=n.float("viscous", 0.0, nonnegative=True),
             coulomb=n.float("coulomb", 0.0, nonnegative=True),
             coulomb_velocity=n.float("coulomb_velocity", 0.01, positive=True),
+            armature=n.float("armature", 0.0, nonnegative=True, unit="kg m^2 or kg"),
+            offset=n.float("offset", 0.0, unit="N m or N"),
             actuation=n.str("actuation", "passive", choices=ACTUATION_KINDS),
             topic=_topic(n) if n.has("topic") else "joint_commands")
         n.finish()
@@ -512,17 +518,4 @@ def parse_rig_config(data: Any, *, source: str | Path | None = None,
 
 def load_rig_config(path: str | Path, *, urdf_override: str | Path | None = None) -> RigConfig:
     """Read and validate a mechanism config file (YAML)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError("no such config file", file=str(path))
-    try:
-        with path.open("r", encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"not valid YAML{where}: {problem}", file=str(path)) from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"not a text file ({exc.reason})", file=str(path)) from None
-    return parse_rig_config(data, source=path, urdf_override=urdf_override)
+    return parse_rig_config(load_yaml_file(path), source=Path(path), urdf_override=urdf_override)

@@ -13,11 +13,14 @@ input efforts (zero for other joints).
 
 The equations of motion residual (N m or N per coordinate) is
 
-    r = RNEA(q, v, a) + (s - 1) G(q) + F(v) - tau - B u - Phi_q(q)^T lam
+    r = RNEA(q, v, a) + (s - 1) G(q) + F(v) + o - tau - B u - Phi_q(q)^T lam
 
 with ``s`` the gravity scale (1 unless estimated), ``G`` the generalized gravity at the config's
-gravity and ``F`` the joint friction. Every function returning derivatives returns them as
-dense arrays, exact (analytic, from pinocchio) unless its docstring says otherwise.
+gravity, ``F`` the joint friction and ``o`` the joints' constant effort offsets; RNEA includes
+the joints' armature (rotor inertia reflected through the gear: diag(armature) a, pinocchio's
+``model.armature``, which its CRBA adds to the mass matrix too). Every function returning
+derivatives returns them as dense arrays, exact (analytic, from pinocchio) unless its docstring
+says otherwise.
 """
 from __future__ import annotations
 
@@ -162,6 +165,7 @@ class Mechanism:
         self.coulomb = np.array([j.coulomb for j in jc])
         self.coulomb_velocity = np.array([j.coulomb_velocity for j in jc])
         self.has_friction = bool(np.any(self.viscous > 0) or np.any(self.coulomb > 0))
+        self._set_drive(jc)
         self.input_joints = [name for name, j in zip(self.joint_names, jc) if j.actuation == "unknown"]
         self.known_input_joints = [name for name, j in zip(self.joint_names, jc) if j.actuation == "known"]
         self.n_u = len(self.input_joints)
@@ -254,8 +258,17 @@ class Mechanism:
             pl = model.jointPlacements[jid]
             model.jointPlacements[jid] = pin.SE3(pl.rotation, pl.translation * factor)
 
+    def _set_drive(self, joints: list) -> None:
+        """The drives' armature (kg m^2 or kg, into pinocchio's ``model.armature``, which its
+        CRBA, RNEA, RNEA derivatives and energy include) and constant offsets (N m or N)."""
+        self.armature = np.array([j.armature for j in joints], float)
+        self.offset = np.array([j.offset for j in joints], float)
+        self.has_offset = bool(np.any(self.offset != 0.0))
+        self.model.armature = self.armature.copy()
+
     def _single_body_model(self, link: str, root: YamlNode) -> pin.Model:
         body = self.model.copy()
+        body.armature = np.zeros(body.nv)        # the link's own inertia only, no rotor
         fid = body.getFrameId(link, pin.FrameType.BODY)
         jid = body.frames[fid].parentJoint
         if jid == 0:
@@ -466,6 +479,8 @@ class Mechanism:
             f, df = self.friction(v)
             r += f
             r_v[self._diag] += df
+        if self.has_offset:
+            r += self.offset
         if tau is not None:
             r -= tau
         if u is not None and self.n_u:

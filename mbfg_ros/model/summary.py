@@ -86,6 +86,7 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
                        "lower": None if math.isinf(j.lower) else j.lower,
                        "upper": None if math.isinf(j.upper) else j.upper,
                        "actuation": jc.actuation, "viscous": jc.viscous, "coulomb": jc.coulomb,
+                       "coulomb_velocity": jc.coulomb_velocity, "armature": jc.armature, "offset": jc.offset,
                        "dof": name in mech.dof_names, "initial": float(q0[i])})
     closures = []
     for c, rows in zip(cfg.closures, mech.closure_rows):
@@ -145,6 +146,20 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
     }
 
 
+def _drive_text(c: dict[str, Any]) -> str:
+    """A coordinate's drive model as text: friction, armature, offset (what the config sets)."""
+    out = ""
+    if c["viscous"] or c["coulomb"]:
+        out += f" friction v={c['viscous']:g} c={c['coulomb']:g}"
+        if c["coulomb"]:
+            out += f" (tanh scale {c['coulomb_velocity']:g})"
+    if c.get("armature"):
+        out += f" armature {c['armature']:g}"
+    if c.get("offset"):
+        out += f" offset {c['offset']:g}"
+    return out
+
+
 def format_summary(f: dict[str, Any]) -> str:
     """The facts as text for a person."""
     lines = [f"{f['name']}: {f['config']} (URDF {f['urdf']})",
@@ -156,7 +171,7 @@ def format_summary(f: dict[str, Any]) -> str:
         lim = "-" if c["lower"] is None and c["upper"] is None else f"[{c['lower']:.4g}, {c['upper']:.4g}]"
         axis = "(" + ", ".join(f"{a:g}" for a in c["axis"]) + ")"
         mark = " DOF" if c["dof"] else ""
-        fr = f" friction v={c['viscous']:g} c={c['coulomb']:g}" if c["viscous"] or c["coulomb"] else ""
+        fr = _drive_text(c)
         lines.append(f"  {c['index']:>2}  {c['name']:<18} {c['type']:<11} {axis:<16} {lim:<20} "
                      f"{c['actuation']:<9} {c['initial']:>9.4f}{mark}{fr}")
     cond = (f", condition number {f['closure_condition']:.3g} (DOF block {f['dof_condition']:.3g}; "

@@ -237,8 +237,16 @@ class SymbolicMechanism:
 
     def rnea(self, q, v, a, gravity_scale=1.0, mass_scale=1.0, fext=None):
         """Inverse dynamics M(q) a + C(q, v) v + s G(q) (the mass-scaled link's inertia times
-        ``mass_scale``), minus the external forces' generalised effort."""
-        return self._rnea(q, v, a, gravity_scale, mass_scale, fext)[0]
+        ``mass_scale``), minus the external forces' generalised effort; M includes the joints'
+        armature, as pinocchio's rnea does."""
+        return self._rnea(q, v, a, gravity_scale, mass_scale, fext)[0] + self.armature_effort(a)
+
+    def armature_effort(self, a):
+        """diag(armature) a: the effort that turns the rotors reflected through the gears."""
+        arm = self.mech.armature
+        if not np.any(arm):
+            return ca.DM.zeros(self.n)
+        return ca.vertcat(*[float(arm[i]) * a[i] if arm[i] else ca.DM(0.0) for i in range(self.n)])
 
     def friction(self, v):
         mech = self.mech
@@ -254,12 +262,14 @@ class SymbolicMechanism:
 
     def dynamics_residual(self, q, v, a, lam, tau, u, gravity_scale=1.0, mass_scale=1.0, model_error=None,
                           model_error_joints=None):
-        """RNEA + F(v) - tau - B u - B_e e - Phi_q^T lam (= Mechanism.inverse_dynamics(...).r
-        minus B_e e). ``model_error`` e: generalised forces on the coordinates
-        ``model_error_joints`` (indices; default the DOF), or None; B_e = the identity's
-        columns of those coordinates."""
+        """RNEA + F(v) + o - tau - B u - B_e e - Phi_q^T lam (= Mechanism.inverse_dynamics(...).r
+        minus B_e e; o: the joints' constant offsets). ``model_error`` e: generalised forces on
+        the coordinates ``model_error_joints`` (indices; default the DOF), or None; B_e = the
+        identity's columns of those coordinates."""
         mech = self.mech
         r = self.rnea(q, v, a, gravity_scale, mass_scale) + self.friction(v)
+        if mech.has_offset:
+            r = r + ca.DM(mech.offset)
         r = r - tau
         if mech.n_u:
             r = r - ca.mtimes(ca.DM(mech.B), u)

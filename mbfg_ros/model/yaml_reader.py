@@ -10,7 +10,10 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from pathlib import Path
 from typing import Any, Iterator, Sequence
+
+import yaml
 
 from mbfg_ros.errors import ConfigError
 
@@ -186,3 +189,20 @@ def check_name(node: YamlNode, key: str, name: str, known: Sequence[str], what: 
         listing = ", ".join(known) if len(known) <= 12 else ", ".join(list(known)[:12]) + ", ..."
         raise node.error(key, f"unknown {what}{hint} (the model has: {listing})", name)
 
+
+def load_yaml_file(path: str | Path, what: str = "config file") -> Any:
+    """The parsed YAML document of ``path``; a ConfigError naming the file (no such ``what``,
+    not valid YAML with the line and column, not a text file) otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"no such {what}", file=str(path))
+    try:
+        with path.open("r", encoding="utf-8") as fh:
+            return yaml.safe_load(fh)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"not valid YAML{where}: {problem}", file=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"not a text file ({exc.reason})", file=str(path)) from None

@@ -6,12 +6,14 @@ h(q, v) (Coriolis, centrifugal, gravity), the closure rows Phi(q), their Jacobia
 acceleration bias gamma = (Phi_q)' v (the closure rows' second time derivative at zero
 acceleration, from pinocchio's second-order kinematics at a = 0). The KKT system
 
-    [M       -Phi_q^T] [a  ]   [tau + B u - h - F(v)                         ]
+    [M       -Phi_q^T] [a  ]   [tau + B u - h - F(v) - o                     ]
     [Phi_q    0      ] [lam] = [-gamma - 2 w Phi' - w^2 Phi  (Baumgarte, w >= 0)]
 
 is solved in the least-squares sense (rank-revealing, so redundant closure rows are fine), as
-the model does. Units: q rad or m, v rad/s or m/s, a rad/s^2 or m/s^2, efforts N m or N,
-``lam`` the closure multipliers (N or N m per row, the model's convention).
+the model does. M includes the joints' armature (pinocchio's CRBA adds ``model.armature``);
+``o`` are the joints' constant effort offsets. Units: q rad or m, v rad/s or m/s, a rad/s^2 or
+m/s^2, efforts N m or N, ``lam`` the closure multipliers (N or N m per row, the model's
+convention).
 
 This module never uses estimator code.
 """
@@ -147,6 +149,8 @@ class ConstrainedDynamics:
         rhs = -pin.nonLinearEffects(model, d, q, v)
         if mech.has_friction:
             rhs -= mech.friction(v)[0]
+        if mech.has_offset:
+            rhs -= mech.offset
         if tau is not None:
             rhs += tau
         if u is not None and mech.n_u:

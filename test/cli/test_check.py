@@ -42,6 +42,23 @@ def test_unobservable_dof_is_named(tmp_path, capsys):
     assert "NOT observable" in capsys.readouterr().out
 
 
+def test_check_shows_each_joints_drive_model(tmp_path, capsys):
+    """The joint line states friction (with its tanh scale), armature and offset; the JSON too."""
+    import yaml
+    doc = yaml.safe_load((CONFIG / "slider_crank.yaml").read_text())
+    doc["mechanism"]["urdf"] = str(CONFIG.parent / "urdf" / "slider_crank.urdf")
+    doc["joints"]["crank_joint"].update(armature=0.02, offset=-0.15, viscous=0.01)
+    p = tmp_path / "drive.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    assert main(["check", str(p), "--json", str(tmp_path / "f.json")]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if " crank_joint " in x and " DOF" in x)
+    assert "friction v=0.01 c=0" in line and "armature 0.02" in line and "offset -0.15" in line
+    crank = next(c for c in json.loads((tmp_path / "f.json").read_text())["coordinates"] if c["name"] == "crank_joint")
+    assert crank["armature"] == 0.02 and crank["offset"] == -0.15
+    slider = next(c for c in json.loads((tmp_path / "f.json").read_text())["coordinates"] if c["name"] == "slider_joint")
+    assert slider["coulomb"] == 0.2 and slider["coulomb_velocity"] == 0.01
+
+
 def test_check_states_the_keyframe_rate_a_fast_rig_needs_and_warns_when_too_low(tmp_path, capsys):
     from pathlib import Path
     from mbfg_ros.cli.main import main

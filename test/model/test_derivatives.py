@@ -30,8 +30,8 @@ closures:
   - {{name: c_weld, type: weld, frame_a: coupler_tip, frame_b: rocker_tip}}
   - {{name: c_distance, type: distance, frame_a: crank_tip, frame_b: rocker_tip, length: 0.5}}
 joints:
-  crank_joint: {{actuation: unknown, viscous: 0.3, coulomb: 0.2}}
-  rocker_joint: {{actuation: known, viscous: 0.1}}
+  crank_joint: {{actuation: unknown, viscous: 0.3, coulomb: 0.2, armature: 0.05, offset: 0.1}}
+  rocker_joint: {{actuation: known, viscous: 0.1, armature: 0.02, offset: -0.3}}
 sensors:
   gyros:
     - {{name: g, frame: coupler, rotation_rpy: [0.2, 0.3, -0.4], noise: 0.01, topic: /g}}

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT
 from mbfg_ros.model.assembly import initial_state, solve_velocity
-from mbfg_ros.model.mechanism import load_mechanism
+from mbfg_ros.model.mechanism import Mechanism, load_mechanism
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +27,26 @@ def test_pendulum_closed_form(pendulum):
         assert e.r[0] == pytest.approx(expected, rel=1e-10)
         assert e.r_a[0, 0] == pytest.approx(m * L ** 2 / 3, rel=1e-12)
         assert e.r_s[0] == pytest.approx(m * g * L / 2 * math.cos(th), rel=1e-10)
+
+
+def test_pendulum_closed_form_with_armature_and_offset(pendulum):
+    """The drive model: armature J_r adds to the inertia about the pivot (M = m L^2 / 3 + J_r,
+    pinocchio's model.armature), the offset o to the effort the input needs."""
+    import dataclasses
+    cfg = pendulum.config
+    joint = dataclasses.replace(cfg.joint("pivot"), armature=0.25, offset=-0.3, coulomb=0.2, coulomb_velocity=0.05)
+    mech = Mechanism(dataclasses.replace(cfg, joints={"pivot": joint}))
+    d = mech.create_data()
+    m, L, g, c = 2.0, 1.0, 9.81, 0.05
+    for th, w, al, u in ((0.3, 1.2, -0.7, 0.4), (-2.0, 0.01, 3.0, -1.0)):
+        e = mech.inverse_dynamics(d, np.array([th]), np.array([w]), np.array([al]), u=np.array([u]))
+        expected = ((m * L ** 2 / 3 + 0.25) * al + m * g * L / 2 * math.cos(th) + c * w
+                    + 0.2 * math.tanh(w / 0.05) - 0.3 - u)
+        assert e.r[0] == pytest.approx(expected, rel=1e-10)
+        assert e.r_a[0, 0] == pytest.approx(m * L ** 2 / 3 + 0.25, rel=1e-12)
+        a, _ = mech.forward_dynamics(d, np.array([th]), np.array([w]), u=np.array([u]))
+        assert a[0] == pytest.approx(al - expected / (m * L ** 2 / 3 + 0.25), rel=1e-10)
+    assert mech.mass_matrix(d, np.array([0.7]))[0, 0] == pytest.approx(m * L ** 2 / 3 + 0.25, rel=1e-12)
 
 
 def test_mass_matrix_symmetric_positive_definite(example):

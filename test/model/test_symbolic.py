@@ -50,6 +50,7 @@ def _with_load_cells(name: str) -> Mechanism:
             LoadCellConfig("crank_motor", "actuator", 0.1, "/a", joint="crank_joint"),
         )
         joints = {**dict(base.joints), "crank_joint": JointConfig("crank_joint", viscous=0.3, coulomb=0.2,
+                                                                   armature=0.01, offset=0.05,
                                                                    actuation="unknown")}
     else:
         cells = base.sensors.load_cells + (
@@ -131,7 +132,7 @@ def test_gravity_and_mass_scales():
 def test_every_closure_kind_and_load_cell_path():
     """The derivative tests' rig with every closure kind (point, planar revolute, revolute,
     prismatic, planar prismatic, weld, distance), every load-cell path, a rotated gyro, known
-    and unknown inputs, friction and a mass-scaled link."""
+    and unknown inputs, friction, armature, offsets and a mass-scaled link."""
     import yaml
 
     from mbfg_ros.model.config import parse_rig_config

@@ -1,6 +1,7 @@
 """The truth integrator: energy, closures, a closed-form case, state_at, failures."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -66,6 +67,40 @@ def test_pendulum_period_matches_the_closed_form(amplitude):
     series = 1 + amplitude ** 2 / 16 + 11 * amplitude ** 4 / 3072
     assert abs(period / small_angle - series) < amplitude ** 6 + 1e-10
     assert np.min(grid) == pytest.approx(-amplitude, abs=1e-6)
+
+
+def test_pendulum_with_armature_has_the_closed_form_period_and_conserves_energy():
+    """The rod pendulum whose pivot drives a rotor of reflected inertia J_r (armature): the
+    period is that of the inertia I + J_r about the pivot, T = 4 sqrt((I + J_r) / (m g l))
+    K(sin^2(theta0 / 2)), and without friction the energy (the rotor's included) is conserved."""
+    mech = config_mechanism("pendulum")
+    joint = dataclasses.replace(mech.config.joint("pivot"), armature=0.4)
+    cfg = dataclasses.replace(mech.config, joints={"pivot": joint})
+    amplitude = 0.3
+    tr = simulate(cfg, Scenario(duration=4.0, friction=False, initial_dof_offset=-math.pi / 2 - 0.1 + amplitude))
+    phi = lambda t: tr.state_at([t])[0][0, 0] + math.pi / 2          # noqa: E731
+    grid = tr.q[:, 0] + math.pi / 2
+    crossings = [brentq(phi, tr.t[k], tr.t[k + 1], xtol=1e-14)
+                 for k in np.nonzero(np.sign(grid[:-1]) != np.sign(grid[1:]))[0]]
+    I, mgl = 2.0 / 3.0 + 0.4, 2.0 * 9.81 * 0.5
+    exact = 4.0 * math.sqrt(I / mgl) * ellipk(math.sin(amplitude / 2) ** 2)
+    assert crossings[2] - crossings[0] == pytest.approx(exact, rel=1e-8)
+    assert tr.energy_drift() < 1e-8
+    E = tr.energy()
+    assert np.max(E) - np.min(E) < 1e-8 * mgl
+    T = 0.5 * I * tr.v[:, 0] ** 2                                    # rod and rotor
+    assert np.max(np.abs(E - T - mgl * np.sin(tr.q[:, 0]) - (E[0] - T[0] - mgl * math.sin(tr.q[0, 0])))) < 1e-8
+
+
+def test_offset_shifts_the_pendulums_acceleration_at_rest():
+    """A constant offset o acts like friction that never changes sign: at rest
+    (I + J_r) a = -m g l cos(theta) - o."""
+    mech = config_mechanism("pendulum")
+    joint = dataclasses.replace(mech.config.joint("pivot"), armature=0.1, offset=0.8)
+    cfg = dataclasses.replace(mech.config, joints={"pivot": joint})
+    tr = simulate(cfg, Scenario(duration=0.01, friction=False))
+    I, mgl = 2.0 / 3.0 + 0.1, 2.0 * 9.81 * 0.5
+    assert tr.a[0, 0] == pytest.approx((-mgl * math.cos(tr.q[0, 0]) - 0.8) / I, rel=1e-9)
 
 
 def test_state_at_grid_times_gives_the_grid_values():

@@ -1,0 +1,186 @@
+"""Scoring an estimated joint effort against a torque recorded on a real rig, with the simple
+method to beat: inverse dynamics of the same model on filtered encoder positions.
+
+- :func:`savgol_derivatives`: a Savitzky-Golay filter on the samples' own stamps (a polynomial
+  of ``order`` fitted by least squares to ``window`` consecutive samples, then evaluated with its
+  first two derivatives): ``causal`` fits the window ending at each sample (what a controller
+  can compute as the samples arrive), otherwise the window centred on it (zero phase: an offline
+  reference that sees the future). On uniformly spaced samples it is scipy's savgol_coeffs;
+  on jittered stamps it stays a least-squares fit at the true times.
+- :func:`inverse_dynamics_effort`: the effort the model needs for (q, v, a): pinocchio's RNEA
+  (the joints' armature included) plus the config's friction and offsets: tau = M a + h + F(v) + o.
+- :func:`normalised_rmse`: RMSE(estimate - recorded) / RMS(recorded): 1.0 is what an estimate
+  of zero scores, 0 a perfect one;
+- :func:`score_recorded_run`: a log imported (``mbfg import``), replayed filtered and lagged, and
+  both estimates and both baselines scored against the log's recorded torque columns.
+
+Units: s, rad (or m), N m (or N).
+"""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pinocchio as pin
+
+from mbfg_ros.model.mechanism import Mechanism
+
+METHODS = ("filtered", "lagged", "causal_baseline", "zero_phase_baseline")
+"""What :func:`score_recorded_run` scores: the estimator's newest estimate, its smoothed (lagged)
+one, the causal and the zero-phase inverse-dynamics baselines."""
+
+CAUSAL_WINDOW = 31
+"""samples (62 ms at the double pendulum's 500 Hz) of the causal baseline's Savitzky-Golay fit."""
+ZERO_PHASE_WINDOW = 71
+"""samples (142 ms at 500 Hz) of the zero-phase (offline) baseline's centred fit. Both windows are
+the best of a grid (causal 15-71, centred 25-151 samples) for the elbow of nine recorded runs of
+the DFKI double pendulum, design C.0, scored against the recorded torque: the baselines at
+their best, chosen with a truth the estimator never sees."""
+BASELINE_ORDER = 2
+"""polynomial order of the baselines' Savitzky-Golay fit (the lowest with an acceleration)."""
+
+
+@dataclass(frozen=True)
+class FilteredMotion:
+    """Positions, velocities and accelerations at each sample (NaN where the window does not fit)."""
+    q: np.ndarray
+    v: np.ndarray
+    a: np.ndarray
+
+
+def savgol_derivatives(t: np.ndarray, q: np.ndarray, window: int = CAUSAL_WINDOW,
+                       order: int = BASELINE_ORDER, causal: bool = True) -> FilteredMotion:
+    """Savitzky-Golay position, velocity and acceleration of ``q`` (N,) or (N, n) sampled at
+    ``t`` (N,) s (see the module docstring); a centred window needs an odd ``window``."""
+    t = np.asarray(t, float)
+    q = np.asarray(q, float)
+    flat = q.ndim == 1
+    Q = q[:, None] if flat else q
+    N = t.size
+    if order < 2 or window <= order:
+        raise ValueError(f"need order >= 2 and window > order (window {window}, order {order})")
+    if not causal and window % 2 == 0:
+        raise ValueError(f"a centred window has an odd length (value: {window})")
+    out = np.full((3,) + Q.shape, np.nan)
+    lead = window - 1 if causal else window // 2
+    first, last = lead, N - (0 if causal else window // 2)
+    if last <= first:
+        return FilteredMotion(*(x[:, 0] if flat else x for x in out))
+    k = np.arange(first, last)
+    idx = k[:, None] + np.arange(window)[None, :] - lead          # (K, W) the window's samples
+    dt = t[idx] - t[k][:, None]
+    scale = max(float(np.median(np.abs(dt))), 1e-12)             # conditioning
+    V = (dt / scale)[:, :, None] ** np.arange(order + 1)          # (K, W, p+1)
+    coeff = np.linalg.solve(np.einsum("kwi,kwj->kij", V, V),
+                            np.einsum("kwi,kwn->kin", V, Q[idx]))  # (K, p+1, n)
+    out[0, k] = coeff[:, 0]
+    out[1, k] = coeff[:, 1] / scale
+    out[2, k] = 2.0 * coeff[:, 2] / scale ** 2
+    return FilteredMotion(*(x[:, 0] if flat else x for x in out))
+
+
+def inverse_dynamics_effort(mech: Mechanism, q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """(N, n) effort M(q) a + h(q, v) + F(v) + offset of an open chain (no closure), NaN where
+    the motion is NaN."""
+    if mech.m:
+        raise ValueError("the inverse-dynamics baseline is for open chains (this rig has closures)")
+    data = mech.model.createData()
+    out = np.full(np.shape(q), np.nan)
+    for i in np.nonzero(np.all(np.isfinite(q) & np.isfinite(v) & np.isfinite(a), axis=1))[0]:
+        out[i] = pin.rnea(mech.model, data, q[i], v[i], a[i]) + mech.friction(v[i])[0] + mech.offset
+    return out
+
+
+def baseline_effort(mech: Mechanism, t: np.ndarray, q: np.ndarray, causal: bool = True,
+                    window: int | None = None, order: int = BASELINE_ORDER) -> np.ndarray:
+    """(N, n) the inverse-dynamics baseline at the samples: Savitzky-Golay derivatives of the
+    encoder positions ``q`` (N, n) at ``t`` (``window`` default :data:`CAUSAL_WINDOW` or
+    :data:`ZERO_PHASE_WINDOW`), then :func:`inverse_dynamics_effort`."""
+    if window is None:
+        window = CAUSAL_WINDOW if causal else ZERO_PHASE_WINDOW
+    m = savgol_derivatives(t, q, window, order, causal)
+    return inverse_dynamics_effort(mech, m.q, m.v, m.a)
+
+
+def normalised_rmse(estimate: np.ndarray, recorded: np.ndarray) -> np.ndarray:
+    """RMSE / RMS of the recorded values, per column, over the rows where both are finite."""
+    e, r = np.atleast_2d(np.asarray(estimate, float).T).T, np.atleast_2d(np.asarray(recorded, float).T).T
+    ok = np.all(np.isfinite(e) & np.isfinite(r), axis=1)
+    return np.sqrt(np.mean((e[ok] - r[ok]) ** 2, axis=0) / np.mean(r[ok] ** 2, axis=0))
+
+
+@dataclass
+class RecordedRunScore:
+    """Normalised RMSE per method (:data:`METHODS`) and driven joint (``joints``) over ``span``
+    (s of log time scored: from ``skip`` after the first reading to the last), the recorded
+    torque's RMS (N m or N), the seconds each sensor was flagged diverged in the filtered replay,
+    and the encoder residuals' RMS at the filtered estimate (sigmas)."""
+    joints: list[str]
+    scores: dict[str, np.ndarray]
+    recorded_rms: np.ndarray
+    span: float
+    diverged: dict[str, float] = field(default_factory=dict)
+    residual_sigmas: dict[str, float] = field(default_factory=dict)
+
+
+def score_recorded_run(log: str | Path, log_map, mech: Mechanism, torque_columns: dict[str, str],
+                       skip: float = 1.0) -> RecordedRunScore:
+    """Import ``log`` with ``log_map`` (a :class:`~mbfg_ros.io.log_map.LogMap`) into a temporary
+    bag, replay it filtered and lagged with ``mech``'s config, and score the estimated effort of
+    each joint of ``torque_columns`` {joint: the log's recorded torque column} against it, beside
+    the baselines on the imported encoder positions (every DOF needs an encoder in the map).
+    Each estimate is compared at its own keyframe stamps, the baselines at the filtered ones (the
+    recorded torque and the baselines interpolated linearly from the log's rows)."""
+    from mbfg_ros.io.log_import import channel_values, check_log_map, log_samples, row_stamps, write_log_bag
+    from mbfg_ros.io.log_map import ChannelColumns
+    from mbfg_ros.io.log_tables import read_log_table
+    from mbfg_ros.replay.residuals import sensor_residuals
+    from mbfg_ros.replay.session import ReplayOptions, replay_bag
+
+    table = read_log_table(log, log_map.delimiter)
+    result = log_samples(table, log_map, mech)
+    ns, valid = row_stamps(table, log_map)
+    t_rows = (ns[valid] - result.epoch_ns) / 1e9
+    q_rows = np.full((t_rows.size, mech.n), np.nan)
+    for kind, ch in check_log_map(log_map, mech):
+        if kind == "encoder":
+            joint = next(e.config.joint for e in mech.encoders if e.config.name == ch.channel)
+            q_rows[:, mech.index[joint]] = channel_values(table, ch, ns.size)[valid, 0]
+    joints = list(torque_columns)
+    idx = [mech.index[j] for j in joints]
+    recorded = np.column_stack([channel_values(table, ChannelColumns(j, (torque_columns[j],), (0,), 1.0, 0.0, j),
+                                               ns.size)[valid, 0] for j in joints])
+    estimates = {}
+    with tempfile.TemporaryDirectory(prefix="mbfg-score-") as tmp:
+        bag = Path(tmp) / "bag"
+        write_log_bag(result, mech, bag)
+        for method in ("filtered", "lagged"):
+            res = replay_bag(bag, mech, ReplayOptions(lagged=method == "lagged"))
+            t = res.estimates.t + (res.epoch_ns - result.epoch_ns) / 1e9
+            estimates[method] = (t, res.estimates.effort[:, idx])
+            if method == "filtered":
+                last = float(res.estimates.t[-1])
+                diverged = {s.config.name: sum((last if p.end is None else p.end) - p.start
+                                               for p in res.health.divergence.periods if p.sensor == s.config.name)
+                            for s in mech.encoders}
+                sigmas = {k: float(np.sqrt(np.mean(np.square(r.r / r.sigma)))) for k, r in
+                          sensor_residuals(mech, res.layout, res.estimates, res.samples).items()}
+    start, end = t_rows[0] + skip, t_rows[-1]
+
+    def interpolated(t_at, t, y):
+        return np.column_stack([np.interp(t_at, t, y[:, k], left=np.nan, right=np.nan) for k in range(y.shape[1])])
+
+    scores = {}
+    for method, (t, effort) in estimates.items():            # each estimate at its own keyframes
+        keep = (t >= start) & (t <= end)
+        scores[method] = normalised_rmse(effort[keep], interpolated(t[keep], t_rows, recorded))
+    t_key = estimates["filtered"][0]
+    t_key = t_key[(t_key >= start) & (t_key <= end)]
+    reference = interpolated(t_key, t_rows, recorded)
+    for name, causal in (("causal_baseline", True), ("zero_phase_baseline", False)):
+        effort = baseline_effort(mech, t_rows, q_rows, causal)[:, idx]
+        scores[name] = normalised_rmse(interpolated(t_key, t_rows, effort), reference)
+    return RecordedRunScore(joints, scores, np.sqrt(np.nanmean(reference ** 2, axis=0)),
+                            float(t_key[-1] - t_key[0]) if t_key.size else 0.0, diverged, sigmas)

@@ -1,0 +1,73 @@
+"""The DFKI double pendulum's real recordings (test/fixtures/double_pendulum: 3.5 s of a
+system-identification run and of an acrobot swing-up, design C.0), imported with `mbfg import`,
+replayed with config/double_pendulum.yaml (published parameters, encoder noise at the
+quantisation, default estimator noises) and the estimated torques scored against the motor
+drivers' current-based torque (tau_meas) as the normalised RMSE (RMSE / RMS of tau_meas: 1.0 is
+what an estimate of zero scores), beside the causal and the zero-phase Savitzky-Golay
+inverse-dynamics baselines of the same model.
+
+The bounds are today's figures with a margin (x1.25 for the estimator, 2 % for the
+deterministic baselines), so that a change that makes the estimate worse fails, not targets:
+today the estimator is BAD on this rig. Its filtered torque scores 2.3-2.8 on the elbow (the
+causal baseline 0.72-0.88) and 6.5-20 on the shoulder, whose published model is poor even
+offline (zero-phase baseline 0.88-0.94); the lagged estimate 0.83-1.20 on the elbow; the encoder
+residuals are 11-45 sigma and the divergence test flags the encoders for most of both runs
+(issue 23, steps 5 and 6 are to fix this; tighten the bounds then)."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from conftest import CONFIG, ROOT
+from mbfg_ros.benchmark.effort_scoring import score_recorded_run
+from mbfg_ros.cli.main import main
+from mbfg_ros.io.log_map import load_log_map
+from mbfg_ros.model.mechanism import load_mechanism
+
+FIXTURES = ROOT / "test" / "fixtures" / "double_pendulum"
+RUNS = {"sys_id": "sys_id_trajectory_00_0-3.5s.csv", "acrobot": "acrobot_tvlqr_184506_8-11.5s.csv"}
+TORQUE = {"shoulder": "tau_meas1", "elbow": "tau_meas2"}
+
+# normalised torque RMSE measured on the fixtures (shoulder, elbow): filtered, lagged, causal
+# baseline, zero-phase baseline; the first second skipped
+MEASURED = {
+    "sys_id": {"filtered": (6.46, 2.77), "lagged": (3.37, 1.20), "causal_baseline": (1.89, 0.88),
+               "zero_phase_baseline": (0.88, 0.34)},
+    "acrobot": {"filtered": (19.99, 2.27), "lagged": (4.89, 0.83), "causal_baseline": (3.49, 0.72),
+                "zero_phase_baseline": (0.94, 0.55)},
+}
+
+
+@pytest.fixture(scope="module")
+def scores():
+    mech = load_mechanism(CONFIG / "double_pendulum.yaml")
+    log_map = load_log_map(CONFIG / "double_pendulum.map.yaml")
+    return {run: score_recorded_run(FIXTURES / f, log_map, mech, TORQUE) for run, f in RUNS.items()}
+
+
+@pytest.mark.parametrize("run", sorted(RUNS))
+def test_the_fixtures_import_with_their_timing(run, tmp_path, capsys):
+    assert main(["import", str(FIXTURES / RUNS[run]), "--map", str(CONFIG / "double_pendulum.map.yaml"),
+                 "--out", str(tmp_path / "bag"), "--json", str(tmp_path / "i.json")]) == 0
+    f = json.loads((tmp_path / "i.json").read_text())
+    rows = {"sys_id": 1743, "acrobot": 1694}[run]
+    assert f["rows"] == rows and f["bag"]["topics"]["/encoders"]["count"] == rows
+    for c in f["channels"].values():
+        assert c["written"] == rows and c["repeats"] == 0 and c["nan"] == 0       # repeats: keep (see the map)
+        assert c["rate"] == pytest.approx(500.0, rel=1e-3) and 5e-5 < c["jitter"] < 1e-3
+
+
+@pytest.mark.parametrize("run", sorted(RUNS))
+def test_the_estimated_torque_against_the_recorded_one(scores, run):
+    s = scores[run]
+    assert s.joints == ["shoulder", "elbow"] and s.span == pytest.approx(2.5, abs=0.01)
+    for method, figures in MEASURED[run].items():
+        got = s.scores[method]
+        if method.endswith("baseline"):
+            np.testing.assert_allclose(got, figures, rtol=0.02, err_msg=method)
+        else:
+            assert np.all(got <= 1.25 * np.array(figures)), (run, method, got)
+    # the lagged estimate beats the filtered one on both joints
+    assert np.all(s.scores["lagged"] < s.scores["filtered"])

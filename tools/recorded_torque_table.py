@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Prints how well the estimated joint torques match a torque recorded on a real rig.
+
+For each log (CSV, .mat, .npz) it imports the log through the map (``mbfg import``), replays it
+with the config filtered and lagged (``mbfg replay``, the estimator as the node runs it), and
+scores the estimated effort of each joint given with ``--torque JOINT=COLUMN`` against that
+column of the log, as the normalised RMSE (RMSE / RMS of the recorded torque; 1.0 is what an
+estimate of zero scores), beside the inverse-dynamics baselines of the same model on the
+imported encoder positions: causal and zero-phase Savitzky-Golay derivatives
+(:mod:`mbfg_ros.benchmark.effort_scoring`). The first ``--skip`` s of each log are left out.
+
+Example (the double pendulum's fixtures, from the repository root):
+
+    .venv/bin/python tools/recorded_torque_table.py --config config/double_pendulum.yaml \\
+        --map config/double_pendulum.map.yaml --torque shoulder=tau_meas1 --torque elbow=tau_meas2 \\
+        test/fixtures/double_pendulum/*.csv
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from mbfg_ros.benchmark.effort_scoring import METHODS, score_recorded_run  # noqa: E402
+from mbfg_ros.io.log_map import load_log_map  # noqa: E402
+from mbfg_ros.model.validation import load_rig  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("logs", nargs="+", help="the logs (CSV, .mat, .npz)")
+    p.add_argument("--config", required=True, help="the rig config")
+    p.add_argument("--map", required=True, help="the mbfg import map of the logs")
+    p.add_argument("--torque", action="append", required=True, metavar="JOINT=COLUMN",
+                   help="a joint and the log's column of its recorded torque (repeatable)")
+    p.add_argument("--skip", type=float, default=1.0, help="s after the first row left out (default 1)")
+    args = p.parse_args(argv)
+    torque = dict(item.split("=", 1) for item in args.torque)
+    mech = load_rig(args.config).mech
+    log_map = load_log_map(args.map)
+    heads = ["filtered", "lagged", "causal SG + ID", "zero-phase SG + ID"]
+    print(f"Normalised torque RMSE (RMSE / RMS of the recorded torque; 1.0 = an estimate of zero), "
+          f"{args.config}, the first {args.skip:g} s skipped")
+    print("| run | joint | recorded RMS (N m) | " + " | ".join(heads) + " | diverged (s of run) | residual (sigma) |")
+    print("|---|---|---|" + "---|" * len(heads) + "---|---|")
+    for log in args.logs:
+        s = score_recorded_run(log, log_map, mech, torque, args.skip)
+        for k, joint in enumerate(s.joints):
+            enc = next((e.config.name for e in mech.encoders if e.config.joint == joint), "")
+            print(f"| {Path(log).stem} ({s.span:.1f} s) | {joint} | {s.recorded_rms[k]:.3f} | "
+                  + " | ".join(f"{s.scores[m][k]:.2f}" for m in METHODS)
+                  + f" | {s.diverged.get(enc, 0.0):.2f} | {s.residual_sigmas.get(enc, float('nan')):.1f} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
