@@ -58,7 +58,7 @@ class EncoderResidual:
         self.rate = e.config.rate
 
     def error(self, sym, z: StateParts, y, tau):
-        e = y[0] - z.q[self.joint]
+        e = y[0] - sym.encoder(self.index, z.q)
         if self.wrap:
             e = wrap_angle(e)
         return e / self.sigma

@@ -24,7 +24,10 @@ Rows, in order:
 Sensor readings sit in fixed slots of the parameter vector ``p`` (:class:`StepLayout`): per
 sensor, ``slots`` readings (fraction of the step, active flag, values, known efforts at the
 stamp if the sensor needs them) and the sensor's innovation scale; an unused slot gives zero
-rows. Readings beyond a sensor's slots, and readings that arrive after their step was solved, go
+rows. A symbolic model with constant parameters (``sym.parameter_count`` > 0, the model of
+:mod:`mbfg_ros.model.parameters` that `mbfg identify` estimates) takes them as the last
+entries of ``p`` (:attr:`StepLayout.theta`), and the function then also returns the rows'
+Jacobian with respect to them (a sixth output, ``J_theta``). Readings beyond a sensor's slots, and readings that arrive after their step was solved, go
 through the one-reading function of their sensor (:attr:`StepFunction.reading`).
 
 The symbolic model comes from :class:`~mbfg_ros.model.symbolic.SymbolicMechanism` (kinematics
@@ -152,8 +155,9 @@ class StepLayout:
     """Layout of the parameter vector ``p`` and of the rows of one step."""
 
     def __init__(self, mech: Mechanism, lay: StateLayout, cfg: EstimatorConfig, slots: list[int],
-                 residuals: list, model_rows: bool = True, h: float = 0.0) -> None:
-        """``h``: the keyframe step, s (sets the integration rows' default sigmas)."""
+                 residuals: list, model_rows: bool = True, h: float = 0.0, parameters: int = 0) -> None:
+        """``h``: the keyframe step, s (sets the integration rows' default sigmas);
+        ``parameters``: the symbolic model's constant parameters (:attr:`theta`, after the slots)."""
         n, m = mech.n, mech.m
         self.n = n
         self.known = bool(mech.known_input_joints) and model_rows
@@ -196,6 +200,9 @@ class StepLayout:
             P += 1 + S * width
             R = rows.stop
             A += S
+        self.theta = slice(P, P + parameters) if parameters else None
+        """The model's constant parameters in ``p`` (None without any; 0 there = the config's values)."""
+        P += parameters
         self.P, self.R, self.readings = P, R, A
 
     def block(self, name: str) -> SlotBlock | None:
@@ -223,8 +230,10 @@ class CompiledRows:
     place, or pass another to copy."""
 
     def __init__(self, fn: ca.Function, dim: int, rows: int, readings: int, params: int, blocks: int,
-                 compiled: ca.Function | None = None) -> None:
-        """``fn``: the SX function; ``compiled``: the same compiled to native code, used if given."""
+                 compiled: ca.Function | None = None, parameters: int = 0) -> None:
+        """``fn``: the SX function; ``compiled``: the same compiled to native code, used if given;
+        ``parameters``: the model's constant parameters (then ``Jt_theta`` (parameters, R) holds
+        the rows' Jacobian with respect to them, transposed)."""
         self.fn = fn
         self.compiled = compiled
         self.dim, self.R = dim, rows
@@ -236,10 +245,13 @@ class CompiledRows:
         self.stats = np.zeros(2 * blocks)
         self.abs = np.zeros(readings)
         self.weight = np.zeros(readings)
+        self.parameters = parameters
+        self.Jt_theta = np.zeros((parameters, rows))
         self._buf, self._eval = (compiled or fn).buffer()
         for i, a in enumerate((self.x0, self.x1, self.p)):
             self._buf.set_arg(i, memoryview(a))
-        for i, a in enumerate((self.r, self.Jt, self.stats, self.abs, self.weight)):
+        outs = (self.r, self.Jt, self.stats, self.abs, self.weight) + ((self.Jt_theta,) if parameters else ())
+        for i, a in enumerate(outs):
             self._buf.set_res(i, memoryview(a))
         self.J0 = self.Jt[:dim].T
         self.J1 = self.Jt[dim:].T
@@ -269,7 +281,7 @@ class CompiledRows:
     def with_compiled(self, compiled: ca.Function | None) -> "CompiledRows":
         """The same function, run as ``compiled`` (native code), with buffers of its own."""
         return CompiledRows(self.fn, self.dim, self.R, self.abs.size, self.p.size, self.stats.size // 2,
-                            compiled)
+                            compiled, self.parameters)
 
 
 class StepFunction:
@@ -289,11 +301,12 @@ class StepFunction:
         rate = cfg.keyframe_rate
         if slots is None:
             slots = [max(1, math.ceil(res.rate / rate - 1e-9)) + 1 for res in self.residuals]
-        self.layout = StepLayout(mech, lay, cfg, slots, self.residuals, h=h)
+        theta = self.sym.parameter_count
+        self.layout = StepLayout(mech, lay, cfg, slots, self.residuals, h=h, parameters=theta)
         tag = re.sub(r"\W", "_", mech.config.name)
         self.step = self._compile(f"step_{tag}", self.layout, model_rows=True)
         self.reading_layouts = [StepLayout(mech, lay, cfg, [1 if j == i else 0 for j in range(len(self.residuals))],
-                                           self.residuals, model_rows=False)
+                                           self.residuals, model_rows=False, parameters=theta)
                                 for i in range(len(self.residuals))]
         self.reading = [self._compile("reading_" + tag + "_" + re.sub(r"\W", "_", res.name), L, model_rows=False)
                         for res, L in zip(self.residuals, self.reading_layouts)]
@@ -357,6 +370,9 @@ class StepFunction:
         x1 = ca.SX.sym("x1", D)
         p = ca.SX.sym("p", max(L.P, 1))
         X = ca.vertcat(x0, x1)
+        theta = p[L.theta] if L.theta is not None else None
+        if theta is not None:
+            self.sym.bind_parameters(theta)           # (the expressions below take them from p)
         rows = [self._model_rows(x0, x1, p, L)] if model_rows else []
         ones = [ca.DM.ones(rows[0].shape[0])] if model_rows else []
         absr, weights, stats = [], [], []
@@ -397,9 +413,13 @@ class StepFunction:
         r_out = r * weight_rows
         J_out = ca.densify(J * ca.repmat(weight_rows, 1, 2 * D))
         cat = lambda xs: ca.vertcat(*xs) if xs else ca.SX(0, 1)  # noqa: E731
-        fn = ca.Function(name, [x0, x1, p], [r_out, J_out, cat(stats), cat(absr), cat(weights)],
-                         ["x0", "x1", "p"], ["r", "J", "stats", "abs", "weight"], {"cse": True})
-        return CompiledRows(fn, D, L.R, L.readings, max(L.P, 1), len(L.blocks))
+        outs, names = [r_out, J_out, cat(stats), cat(absr), cat(weights)], ["r", "J", "stats", "abs", "weight"]
+        if theta is not None:               # d r / d theta, weighted as J (the IRLS weight held)
+            outs.append(ca.densify(ca.jacobian(r, theta) * ca.repmat(weight_rows, 1, theta.numel())))
+            names.append("J_theta")
+        fn = ca.Function(name, [x0, x1, p], outs, ["x0", "x1", "p"], names, {"cse": True})
+        return CompiledRows(fn, D, L.R, L.readings, max(L.P, 1), len(L.blocks),
+                            parameters=0 if theta is None else theta.numel())
 
     def fresh(self) -> "StepFunction":
         """The same compiled functions with buffers of its own (for another estimator)."""

@@ -99,6 +99,16 @@ class SymbolicMechanism:
 
     Every method takes SX column vectors (or numbers) and returns SX; nothing is evaluated."""
 
+    parameter_count = 0
+    """How many constant parameters the expressions take (0 here; a subclass that models some
+    of the config's numbers as parameters, :mod:`mbfg_ros.model.parameters`, has them): a step
+    function built on it takes them as the last entries of its parameter vector and returns
+    the rows' Jacobian with respect to them (:mod:`mbfg_ros.estimation.step_function`)."""
+
+    def bind_parameters(self, theta) -> None:
+        """Build the expressions that follow with ``theta`` (SX, :attr:`parameter_count`) as
+        the parameters (nothing to bind here)."""
+
     def __init__(self, mech) -> None:
         self.mech = mech
         model = mech.model
@@ -373,6 +383,10 @@ class SymbolicMechanism:
 
     # ----------------------------------------------------------------------------------------
     # sensors
+    def encoder(self, k: int, q):
+        """Encoder k's reading (= Mechanism.encoder): its joint's position."""
+        return q[self.mech.encoders[k].index]
+
     def gyro(self, k: int, q, v):
         """Angular velocity in the gyro's frame, its measured axes (= Mechanism.gyro)."""
         g = self.mech.gyros[k]
