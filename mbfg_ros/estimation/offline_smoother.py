@@ -24,13 +24,17 @@ readings themselves are held as arrays (16 bytes per scalar reading).
 
 Units and frames are the estimator's (:mod:`.layout`, :mod:`.sensor_residuals`); stamps are s.
 No ROS here: readings come in as arrays (see :class:`Readings`).
+
+`mbfg identify` (:mod:`.identification`) smooths with a step function whose model takes
+constant parameters (``step_function``, :attr:`OfflineSmoother.parameter_values`) and reads
+each solved window's linearisation through :attr:`OfflineSmoother.window_solved`.
 """
 from __future__ import annotations
 
 import math
 import time
 from dataclasses import dataclass, field
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import casadi as ca
 import gtsam
@@ -93,6 +97,20 @@ class Readings:
     commands: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
+@dataclass
+class SolvedWindow:
+    """A window at its solution, as :attr:`OfflineSmoother.window_solved` gets it: its first
+    keyframe, states X (K, D), step parameters P (K, P), prior (mean, square-root
+    information) on X[0], the rows of X it settles (``settled``) and the mapped step function
+    that linearised it (``steps``)."""
+    first: int
+    X: np.ndarray
+    P: np.ndarray
+    prior: tuple[np.ndarray, np.ndarray]
+    settled: slice
+    steps: "MappedSteps"
+
+
 class NoFiniteReadings(ValueError):
     """:meth:`OfflineSmoother.windows` got no finite reading of any of the config's sensors
     (nothing to smooth); ``rejected``: per sensor (not finite, duplicate stamp), as
@@ -134,7 +152,8 @@ class MappedSteps:
     """The step function evaluated over a block of keyframes in one call (``Function.map``).
 
     Inputs are (B, D), (B, D), (B, P) arrays; outputs r (B, R) and Jt (B, 2D, R) (row i of Jt
-    holds J0 then J1 transposed, as :class:`~.step_function.CompiledRows` stores them)."""
+    holds J0 then J1 transposed, as :class:`~.step_function.CompiledRows` stores them), and for
+    a step function with constant parameters, on request, their Jacobian Jt_theta (B, p, R)."""
 
     def __init__(self, fn: StepFunction, block: int = MAP_BLOCK, threads: int = 1) -> None:
         rows = fn.step
@@ -153,12 +172,14 @@ class MappedSteps:
             self._buf.set_res(i, memoryview(a))
 
     def evaluate(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, r_out: np.ndarray,
-                 Jt_out: np.ndarray) -> None:
+                 Jt_out: np.ndarray, Jt_theta_out: np.ndarray | None = None) -> None:
         """Rows of N steps into r_out (N, R) and Jt_out (N, 2D, R) (all C-contiguous float64:
-        full blocks are evaluated in place, without copies)."""
+        full blocks are evaluated in place, without copies); ``Jt_theta_out`` (N, p, R): also
+        the Jacobian with respect to the model's constant parameters (the step function's sixth
+        output, :attr:`~.step_function.StepLayout.theta`)."""
         N, B = X0.shape[0], self.B
         buf = self._buf
-        arrays = (X0, X1, P, r_out, Jt_out)
+        arrays = (X0, X1, P, r_out, Jt_out) + ((Jt_theta_out,) if Jt_theta_out is not None else ())
         direct = all(a.flags.c_contiguous and a.dtype == np.float64 for a in arrays)
         for s in range(0, N, B):
             e = min(N, s + B)
@@ -168,6 +189,8 @@ class MappedSteps:
                     buf.set_arg(i, memoryview(a[s:e]))
                 buf.set_res(0, memoryview(r_out[s:e]))
                 buf.set_res(1, memoryview(Jt_out[s:e]))
+                if Jt_theta_out is not None:
+                    buf.set_res(5, memoryview(Jt_theta_out[s:e]))
                 self._eval()
                 continue
             self._load(X0, X1, P, s, e)
@@ -175,14 +198,20 @@ class MappedSteps:
             self._eval()
             r_out[s:e] = self.r[:c]
             Jt_out[s:e] = self.Jt[:c]
+            if Jt_theta_out is not None:
+                Jt_theta_out[s:e] = self._extra[3].reshape(B, -1, self.R)[:c]
+        self._bind_scratch()
 
     def _bind_scratch(self) -> None:
-        """The mapped function reads the scratch block and writes its rows and Jacobians."""
+        """The mapped function reads the scratch block and writes its rows and Jacobians (and
+        its other outputs) there."""
         buf = self._buf
         for i, a in enumerate((self.x0, self.x1, self.p)):
             buf.set_arg(i, memoryview(a))
         buf.set_res(0, memoryview(self.r))
         buf.set_res(1, memoryview(self.Jt))
+        for i, a in enumerate(self._extra, start=2):
+            buf.set_res(i, memoryview(a))
 
     def _load(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, s: int, e: int) -> None:
         """Steps s..e-1 into the scratch block, padded with the last step (results ignored)."""
@@ -265,10 +294,16 @@ class ClosureProjection:
 
 class OfflineSmoother:
     """Smooths recordings of one mechanism (estimator settings from ``config``, default the
-    mechanism config's)."""
+    mechanism config's).
+
+    ``step_function``: the step function to use (built for ``config``; default the estimator's,
+    :func:`~.step_function.compiled_step_function`), e.g. one whose model has constant
+    parameters; their values (``parameter_values``, (p,)) go into every step's parameters
+    (None: zeros, the config's model). ``window_solved``, if set, is called with a
+    :class:`SolvedWindow` after each window's solve."""
 
     def __init__(self, mech: Mechanism, config: EstimatorConfig | None = None,
-                 options: SmoothingOptions | None = None) -> None:
+                 options: SmoothingOptions | None = None, step_function: StepFunction | None = None) -> None:
         self.mech = mech
         self.cfg = config or mech.config.estimator
         self.options = options or SmoothingOptions()
@@ -276,7 +311,9 @@ class OfflineSmoother:
         self.lay = StateLayout.for_mechanism(mech, self.cfg)
         self.h = 1.0 / self.cfg.keyframe_rate
         self.data = mech.create_data()
-        self.fn = compiled_step_function(mech, self.cfg, self.lay, self.h)
+        self.fn = step_function or compiled_step_function(mech, self.cfg, self.lay, self.h)
+        self.parameter_values: np.ndarray | None = None
+        self.window_solved: Callable[[SolvedWindow], None] | None = None
         self.names = [res.name for res in self.fn.residuals]
         n = self.lay.n
         T = np.eye(self.lay.dim)
@@ -345,6 +382,8 @@ class OfflineSmoother:
         t_lo, t_hi = t0 + (k_first - 1) * h, t0 + (k_end - 1) * h
         if L.tau is not None:
             P[:, L.tau] = efforts(t0 + h * np.arange(k_first, k_end))
+        if L.theta is not None and self.parameter_values is not None:
+            P[:, L.theta] = self.parameter_values
         for b, name in zip(L.blocks, self.names):
             t, y = data.get(name, (None, None))
             if t is None or not t.size:
@@ -634,6 +673,8 @@ class OfflineSmoother:
             keep_to = b if last else b - O // 2         # settle [a + O//2 (0 for the first), keep_to)
             keep_from = a if a == 0 else a + (O - O // 2)
             keep_from = max(keep_from, 0)
+            if self.window_solved is not None:
+                self.window_solved(SolvedWindow(a, X, P, prior, slice(keep_from - a, keep_to - a), self._mapped))
             self.timings["total"] = time.perf_counter() - w0
             result.cpu = time.process_time() - c0
             yield keep_from, X[keep_from - a:keep_to - a].copy(), result
