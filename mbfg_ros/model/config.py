@@ -105,7 +105,9 @@ class EncoderConfig:
     number of turns: a counter or a motor drive's position), compared with the joint angle as
     it is, so a whole-turn slip of the estimate is a 2 pi residual, never hidden. False: a
     single-turn (absolute) encoder whose reading wraps into [-pi, pi); the residual is then
-    taken modulo 2 pi. Prismatic joints ignore it."""
+    taken modulo 2 pi. Prismatic joints ignore it. ``offset`` (rad or m): the reading is the
+    joint position + offset (an encoder whose zero is not the URDF's; `mbfg identify` estimates
+    it)."""
     name: str
     joint: str
     noise: float
@@ -113,6 +115,7 @@ class EncoderConfig:
     rate: float = 1000.0
     resolution: float = 0.0
     multi_turn: bool = True
+    offset: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,8 @@ class GyroConfig:
     ``rotation_rpy`` is the sensor's mounting rotation relative to ``frame`` (roll, pitch, yaw in
     rad, URDF convention); ``axes`` the measured axes of the sensor frame. ``bias_instability``
     is the bias random walk (rad/s per sqrt(s)); ``bias_sigma`` the prior sigma of the bias (rad/s).
+    ``scale`` and ``bias`` (per sensor axis x, y, z): the reading is scale x angular velocity +
+    bias (rad/s), a calibration the estimated bias (when there is one) adds to.
     """
     name: str
     frame: str
@@ -133,6 +138,8 @@ class GyroConfig:
     bias_instability: float = 0.0
     bias_sigma: float = 0.0
     frame_id: str = ""
+    scale: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    bias: tuple[float, float, float] = (0.0, 0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -144,6 +151,7 @@ class LoadCellConfig:
       - ``joint``: a component of the wrench a joint transmits from parent to child;
       - ``actuator``: the actuator effort of a joint (N m or N).
     ``component`` (force|torque) and ``axis`` (in ``frame``) select the measured component.
+    ``scale`` and ``offset``: the reading is scale x that component + offset (N or N m).
     """
     name: str
     measures: str
@@ -155,6 +163,8 @@ class LoadCellConfig:
     component: str = "force"
     axis: tuple[float, float, float] = (1.0, 0.0, 0.0)
     frame: str = ""
+    scale: float = 1.0
+    offset: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -303,6 +313,19 @@ def _topic(node: YamlNode) -> str:
     return topic
 
 
+def _scales(node: YamlNode, key: str, length: int) -> tuple[float, ...]:
+    """A sensor's scale factor(s): ``length`` numbers (a gyro's per axis; a single number
+    applies to every axis), each from 1e-3 to 1e3."""
+    value = node.raw(key, None)
+    if value is None:
+        return (1.0,) * length
+    out = node.vector(key, length) if isinstance(value, (list, tuple)) else (node.float(key),) * length
+    for v in out:
+        if not 1e-3 <= v <= 1e3:
+            raise node.error(key, "a scale factor is a number from 0.001 to 1000", value)
+    return out
+
+
 def _frames(root: YamlNode) -> tuple[FrameConfig, ...]:
     out = []
     for n in root.nodes("frames"):
@@ -351,7 +374,8 @@ def _sensors(root: YamlNode) -> SensorsConfig:
         encoders.append(EncoderConfig(name=n.str("name"), joint=n.str("joint"), noise=_noise(n),
                                       topic=_topic(n), rate=_rate(n, 1000.0),
                                       resolution=n.float("resolution", 0.0, nonnegative=True),
-                                      multi_turn=n.bool("multi_turn", True)))
+                                      multi_turn=n.bool("multi_turn", True),
+                                      offset=n.float("offset", 0.0, unit="rad or m")))
         n.finish()
     for n in s.nodes("gyros"):
         name = n.str("name")
@@ -365,7 +389,9 @@ def _sensors(root: YamlNode) -> SensorsConfig:
                                 axes=tuple(axes),
                                 bias_instability=n.float("bias_instability", 0.0, nonnegative=True),
                                 bias_sigma=n.float("bias_sigma", 0.0, nonnegative=True),
-                                frame_id=n.str("frame_id", name)))
+                                frame_id=n.str("frame_id", name),
+                                scale=_scales(n, "scale", 3),
+                                bias=n.vector("bias", 3, (0.0, 0.0, 0.0))))
         n.finish()
     for n in s.nodes("load_cells"):
         measures = n.str("measures", choices=LOAD_CELL_KINDS)
@@ -376,7 +402,9 @@ def _sensors(root: YamlNode) -> SensorsConfig:
             joint=n.str("joint") if measures in ("joint", "actuator") else "",
             component=n.str("component", "force", choices=("force", "torque")),
             axis=n.vector("axis", 3, (1.0, 0.0, 0.0), unit=True),
-            frame=n.str("frame", ""))
+            frame=n.str("frame", ""),
+            scale=_scales(n, "scale", 1)[0],
+            offset=n.float("offset", 0.0, unit="N or N m"))
         cells.append(cell)
         n.finish()
     s.finish()

@@ -48,8 +48,8 @@ AXIS_INDEX = {"x": 0, "y": 1, "z": 2}
 
 @dataclass(frozen=True)
 class EncoderModel:
-    """y = q[index] (+ noise); single-turn angular encoders (``multi_turn: false``) compare
-    angles modulo 2 pi, multi-turn ones (the default) as they are."""
+    """y = q[index] + offset (+ noise); single-turn angular encoders (``multi_turn: false``)
+    compare angles modulo 2 pi, multi-turn ones (the default) as they are."""
     config: EncoderConfig
     index: int
     angular: bool
@@ -62,7 +62,8 @@ class EncoderModel:
 
 @dataclass(frozen=True)
 class GyroModel:
-    """y = R_mount^T omega_F (angular velocity of frame F in F coordinates) + bias, per axis."""
+    """y = scale * R_mount^T omega_F (angular velocity of frame F in F coordinates) + bias, per
+    axis (the config's calibration ``scale``, ``bias``; an estimated bias adds to it)."""
     config: GyroConfig
     frame_id: int
     R_mount: np.ndarray
@@ -520,31 +521,49 @@ class Mechanism:
     # ----------------------------------------------------------------------------------------
     # sensors
     def encoder(self, k: int, q: np.ndarray) -> float:
-        return float(q[self.encoders[k].index])
+        """Encoder k's reading: its joint's position + the encoder's offset (rad or m)."""
+        e = self.encoders[k]
+        return float(q[e.index]) + e.config.offset
 
     def gyro(self, data: MechanismData, k: int, q: np.ndarray, v: np.ndarray,
              derivatives: bool = True):
-        """Angular velocity in the sensor frame (selected axes, rad/s), without bias.
+        """The gyro's reading on its selected axes (rad/s): the angular velocity in the sensor
+        frame times the config's ``scale`` plus its ``bias`` (without an estimated bias).
 
         Returns (y, y_q, y_v) with derivatives from pinocchio's frame velocity derivatives.
         """
         g = self.gyros[k]
         m, d = self.model, data.gyro
+        scale = np.asarray(g.config.scale, float)[g.rows]
+        bias = np.asarray(g.config.bias, float)[g.rows]
         if not derivatives:
             pin.forwardKinematics(m, d, q, v)
             w = pin.getFrameVelocity(m, d, g.frame_id, LOCAL).angular
-            return (g.R_mount.T @ w)[g.rows]
+            return scale * (g.R_mount.T @ w)[g.rows] + bias
         pin.computeForwardKinematicsDerivatives(m, d, q, v, np.zeros(self.n))
         w = pin.getFrameVelocity(m, d, g.frame_id, LOCAL).angular
         dvq, dvv = pin.getFrameVelocityDerivatives(m, d, g.frame_id, LOCAL)
-        RT = g.R_mount.T[g.rows]
-        return RT @ w, RT @ dvq[3:], RT @ dvv[3:]
+        RT = scale[:, None] * g.R_mount.T[g.rows]
+        return RT @ w + bias, RT @ dvq[3:], RT @ dvv[3:]
 
     def load_cell(self, data: MechanismData, k: int, q: np.ndarray, v: np.ndarray, a: np.ndarray,
                   lam: np.ndarray, u: np.ndarray | None = None, tau: np.ndarray | None = None,
                   derivatives: bool = True):
-        """Load-cell reading model. Returns (y, y_q, y_v, y_a, y_lam, y_u); y_v and y_a are
-        None when identically zero (closure reactions depend on q and lam only).
+        """Load-cell reading model: the config's ``scale`` times the measured load plus its
+        ``offset`` (:meth:`load`). Returns (y, y_q, y_v, y_a, y_lam, y_u) as :meth:`load`."""
+        out = self.load(data, k, q, v, a, lam, u, tau, derivatives)
+        c = self.load_cells[k].config
+        if c.scale == 1.0 and c.offset == 0.0:
+            return out
+        y, *rest = out
+        return (c.scale * y + c.offset, *[None if x is None else c.scale * x for x in rest])
+
+    def load(self, data: MechanismData, k: int, q: np.ndarray, v: np.ndarray, a: np.ndarray,
+             lam: np.ndarray, u: np.ndarray | None = None, tau: np.ndarray | None = None,
+             derivatives: bool = True):
+        """The load a load cell measures (N or N m, before its scale and offset). Returns (y,
+        y_q, y_v, y_a, y_lam, y_u); y_v and y_a are None when identically zero (closure
+        reactions depend on q and lam only).
 
         closure: exact derivatives. actuator: exact. joint: the transmitted wrench comes from
         pinocchio's RNEA with the closure forces as external forces; pinocchio has no derivative

@@ -384,18 +384,35 @@ class SymbolicMechanism:
     # ----------------------------------------------------------------------------------------
     # sensors
     def encoder(self, k: int, q):
-        """Encoder k's reading (= Mechanism.encoder): its joint's position."""
-        return q[self.mech.encoders[k].index]
+        """Encoder k's reading (= Mechanism.encoder): its joint's position + its offset."""
+        e = self.mech.encoders[k]
+        return q[e.index] + e.config.offset if e.config.offset else q[e.index]
 
-    def gyro(self, k: int, q, v):
-        """Angular velocity in the gyro's frame, its measured axes (= Mechanism.gyro)."""
+    def gyro_rate(self, k: int, q, v):
+        """Angular velocity in the gyro's frame, its measured axes (rad/s, before calibration)."""
         g = self.mech.gyros[k]
         _, ang = self.frame_velocity(q, v, g.frame_id)
         w = ca.mtimes(ca.DM(g.R_mount.T), ang)
         return ca.vertcat(*[w[int(i)] for i in g.rows])
 
+    def gyro(self, k: int, q, v):
+        """The gyro's reading on its measured axes (= Mechanism.gyro): scale x rate + bias."""
+        g = self.mech.gyros[k]
+        w = self.gyro_rate(k, q, v)
+        scale = np.asarray(g.config.scale, float)[g.rows]
+        bias = np.asarray(g.config.bias, float)[g.rows]
+        if np.all(scale == 1.0) and not np.any(bias):
+            return w
+        return ca.DM(scale) * w + ca.DM(bias)
+
     def load_cell(self, k: int, q, v, a, lam, u, tau):
-        """The load cell's reading (= Mechanism.load_cell(...)[0])."""
+        """The load cell's reading (= Mechanism.load_cell(...)[0]): scale x load + offset."""
+        c = self.mech.load_cells[k].config
+        y = self.load(k, q, v, a, lam, u, tau)
+        return y if (c.scale == 1.0 and c.offset == 0.0) else c.scale * y + c.offset
+
+    def load(self, k: int, q, v, a, lam, u, tau):
+        """The load the load cell measures (= Mechanism.load(...)[0]; N or N m)."""
         mech = self.mech
         cell = mech.load_cells[k]
         kind = cell.config.measures

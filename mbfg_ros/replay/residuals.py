@@ -8,7 +8,7 @@ nearest one at constant acceleration (q + v dt + a dt^2 / 2, v + a dt). At speed
 a slider-crank at 80 rad/s, carrying the keyframe before a gyro reading 1 ms on at constant
 acceleration is off by several gyro sigmas at a dead centre. Predictions use the model functions of the config mechanism:
 
-- encoder: y - q_joint (wrapped to [-pi, pi) for single-turn angle encoders only);
+- encoder: y - q_joint - offset (wrapped to [-pi, pi) for single-turn angle encoders only);
 - gyro: y[axes] - gyro(q, v) - bias (rad/s, sensor frame, the config's measured axes);
 - load cell: y - load_cell(q, v, a, lam, u, tau) with tau the known input efforts (the
   replay's commands, linear between them).
@@ -242,7 +242,7 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
         if (got := _readings(est, samples, name, max_samples, predicted)) is None:
             continue
         t, y, era, i, q, _, _, _ = got
-        r = y[:, 0] - q[:, enc.index]
+        r = y[:, 0] - q[:, enc.index] - enc.config.offset
         if enc.wraps:
             r = (r + np.pi) % (2 * np.pi) - np.pi
         unit = "rad" if enc.angular else "m"

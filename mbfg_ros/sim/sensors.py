@@ -11,12 +11,14 @@ the duration (10 s at 1 kHz: exactly 10 000 samples). Encoders that share a topi
 are read together (one JointState message), and so are the known inputs of one topic: they
 share their sample times, jitter and dropouts. Every other sensor has its own.
 
-Values (units and frames):
-- encoder: (1,) the joint position, rad or m, + noise, then quantised; a single-turn angle
-  encoder (``multi_turn: false``) wraps it into [-pi, pi), a multi-turn one does not;
+Values (units and frames), each with the config's calibration of the sensor:
+- encoder: (1,) the joint position + the encoder's ``offset``, rad or m, + noise, then
+  quantised; a single-turn angle encoder (``multi_turn: false``) wraps it into [-pi, pi), a
+  multi-turn one does not;
 - gyro: (3,) angular velocity of the sensor frame (``frame`` rotated by ``rotation_rpy``) in
-  that frame, rad/s, all three axes even if the config measures fewer, + noise and bias;
-- load_cell: (1,) the config's reading (N or N m) + noise;
+  that frame times the config's ``scale`` plus its ``bias``, rad/s, all three axes even if the
+  config measures fewer, + noise and the faults' bias;
+- load_cell: (1,) the config's reading (scale x load + offset, N or N m) + noise;
 - command: (1,) the known input effort, N m or N (exact: no noise, no outliers).
 
 Random streams are seeded per channel from (seed, channel name), so a given seed always gives
@@ -294,10 +296,11 @@ def _true_values(mech: Mechanism, ch: SensorChannel, trajectory: Trajectory, sta
     level = {"encoder": 0, "gyro": 1}.get(ch.kind, 2)
     q, v, a, lam, tau, u = trajectory.state_at(stamp, level)
     if ch.kind == "encoder":
-        j = mech.encoders[ch.index].index
-        return q[:, j:j + 1].copy()
+        e = mech.encoders[ch.index]
+        return q[:, e.index:e.index + 1] + e.config.offset
     if ch.kind == "gyro":
-        return _gyro_values(mech, ch.index, q, v)
+        c = mech.gyros[ch.index].config
+        return np.asarray(c.scale) * _gyro_values(mech, ch.index, q, v) + np.asarray(c.bias)
     return _load_cell_values(mech, ch.index, q, v, a, lam, tau, u)
 
 
