@@ -1,0 +1,581 @@
+"""Constant model and sensor parameters estimated from a whole recording (`mbfg identify`).
+
+The parameters (:mod:`mbfg_ros.model.parameters`: inertias, friction, armature, effort offsets,
+encoder offsets, gyro biases and scales, load-cell offsets and scales) are variables of the
+offline smoother's graph (:mod:`.offline_smoother`): every keyframe step's factor gets one more
+key, theta, shared by all steps, whose Jacobian the compiled step function returns beside
+[J0 J1] (the model is :class:`~mbfg_ros.model.parameters.ParametricMechanism`; the rows are the
+estimator's own: integration, closures, the equations of motion with the known efforts, every
+reading at its own stamp with its robust weight). Each pass of the solve:
+
+1. the smoother solves the states at the current parameters (Gauss-Newton per window, from the
+   previous pass's states; the first pass from its causal start);
+2. every step is linearised at those states with its parameter Jacobian, and GTSAM eliminates
+   the keyframes in chain order from the graph of (x_{k-1}, x_k, theta) factors, block by block
+   (the factor left on the block's last keyframe and theta is carried into the next block, and
+   across windows, moved to the next window's linearisation point), leaving one factor on theta:
+   the recording's information about the parameters with every state marginalised (the Schur
+   complement of the whole chain) and its gradient;
+3. theta takes the Gauss-Newton step of that reduced problem (Levenberg-Marquardt damping when a
+   pass does not lower the cost: the step is undone and retried shorter).
+
+This is Gauss-Newton on the states and the parameters together (a step on the reduced problem
+at states solved for the parameters: variable projection); it stops when no parameter moves by
+more than ``tolerance`` of its standard deviation. The standard deviations are the square roots
+of the diagonal of the inverse information (the Cramer-Rao bound of the model with its noises).
+
+Which parameters a recording identifies (the base parameters): the information matrix scaled to
+unit diagonal is searched in the order of the parameter list (inertias, friction, armature,
+offsets, sensors); a parameter joins the identified set when the share of its information the
+set already chosen does not explain is above ``rank_tolerance`` (it is not, up to that, a
+linear combination of them). The others stay at the config's values and are named with the
+combination they move in: an identified parameter then stands for itself plus the listed
+multiples of the unidentified ones' errors (e.g. the first joint's armature and its link's
+inertia about the joint's axis, which only their sum enters).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+import gtsam
+import numpy as np
+import scipy.linalg
+
+from mbfg_ros.errors import MbfgError
+from mbfg_ros.estimation.layout import StateLayout
+from mbfg_ros.estimation.offline_smoother import (OfflineSmoother, Readings, SmoothingOptions,
+                                                   SolvedWindow)
+from mbfg_ros.estimation.smoother import key
+from mbfg_ros.estimation.step_function import StepFunction
+from mbfg_ros.model.config import EstimatorConfig, ModelErrorConfig
+from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.parameters import DYNAMICS_GROUPS, GROUPS, ParametricMechanism, Parameter, model_parameters
+
+THETA = gtsam.symbol("p", 0)
+"""The GTSAM key of the parameters."""
+
+
+class IdentificationError(MbfgError):
+    """The recording cannot identify what was asked (no parameter left, a failed solve)."""
+
+
+@dataclass(frozen=True)
+class IdentificationOptions:
+    """How to identify. ``groups``: the parameter groups (:data:`~mbfg_ros.model.parameters.GROUPS`;
+    None: every group the rig has, the dynamics groups only when no effort is an unknown
+    input); ``max_iterations``: passes (smoothing + parameter step) at most; ``tolerance``:
+    stop when no parameter moves by more than this many of its standard deviations;
+    ``rank_tolerance``: see the module docstring; ``block``: keyframes per GTSAM block (memory:
+    a block holds its steps' Jacobians, with the parameters' columns); ``smoothing``: the
+    smoother's windows; ``progress``: a tqdm bar over the passes (stderr)."""
+    groups: tuple[str, ...] | None = None
+    max_iterations: int = 20
+    tolerance: float = 0.01
+    rank_tolerance: float = 1e-6
+    block: int = 500
+    smoothing: SmoothingOptions = field(default_factory=lambda: SmoothingOptions(max_iterations=20))
+    progress: bool = False
+
+    def check(self) -> None:
+        if self.max_iterations < 1:
+            raise IdentificationError(f"max_iterations must be at least 1 (value: {self.max_iterations})")
+        if not (math.isfinite(self.tolerance) and self.tolerance > 0):
+            raise IdentificationError(f"tolerance must be > 0 (value: {self.tolerance:g})")
+        if not (math.isfinite(self.rank_tolerance) and 0 < self.rank_tolerance < 1):
+            raise IdentificationError(f"rank_tolerance must be between 0 and 1 (value: {self.rank_tolerance:g})")
+        if self.block < 2:
+            raise IdentificationError(f"block must be at least 2 keyframes (value: {self.block})")
+
+
+def identification_config(cfg: EstimatorConfig) -> EstimatorConfig:
+    """The estimator settings the identification smooths with: the config's, without the slow
+    states that would take up what the parameters explain (the model-error force, the gravity
+    and mass scales)."""
+    return dataclasses.replace(cfg, model_error=ModelErrorConfig(0.0, cfg.model_error.prior),
+                               estimate_gravity=False, estimate_mass_link="")
+
+
+def default_groups(mech: Mechanism) -> tuple[tuple[str, ...], str]:
+    """The groups identified by default and, when the dynamics groups are left out, why."""
+    have = {"encoder": bool(mech.encoders), "gyro": bool(mech.gyros), "load_cell": bool(mech.load_cells)}
+    groups = [g for g in GROUPS if have.get(g, True)]
+    if mech.input_joints:
+        note = (f"the effort of {', '.join(mech.input_joints)} is estimated (actuation: unknown), not "
+                "measured: the inertias, friction, armature and offsets need every driving effort known "
+                "(actuation: known, or `mbfg identify --known-inputs` with the measured effort in the recording)")
+        return tuple(g for g in groups if g not in DYNAMICS_GROUPS), note
+    return tuple(groups), ""
+
+
+# --------------------------------------------------------------------------------------------
+@dataclass
+class RowFit:
+    """Whitened residuals of one kind of row over the recording: ``sum_squares`` and ``count``
+    (rows that carry a reading or an equation); ``sigma``: the noise they are whitened by, in
+    ``unit``; for the equations of motion also the known effort's sum of squares (its RMS
+    scales the effort fit)."""
+    name: str
+    kind: str                   # dynamics | encoder | gyro | load_cell
+    unit: str
+    sigma: float
+    sum_squares: float = 0.0
+    count: int = 0
+    effort_squares: float = 0.0
+
+    @property
+    def whitened_rms(self) -> float:
+        return math.sqrt(self.sum_squares / self.count) if self.count else math.nan
+
+    @property
+    def rms(self) -> float:
+        """RMS in the row's unit (whitened RMS x sigma)."""
+        return self.whitened_rms * self.sigma
+
+    @property
+    def effort_rms(self) -> float:
+        return math.sqrt(self.effort_squares / self.count) if self.count else math.nan
+
+
+@dataclass
+class Pass:
+    """One pass over the recordings: the parameters' information at the smoothed states."""
+    theta: np.ndarray
+    X: list[np.ndarray]         # per recording: the smoothed states (K, D)
+    H: np.ndarray               # (p, p) information of theta, states marginalised
+    g: np.ndarray               # (p,) -J^T r reduced: the Gauss-Newton step solves H d = g
+    cost: float                 # sum of squared whitened rows (the priors' included)
+    rows: int
+    fits: dict[str, RowFit]
+    excitation: np.ndarray      # (n,) per joint: RMS acceleration / RMS of its standard deviation
+
+
+def state_covariances(conditionals: list[tuple[int, np.ndarray, np.ndarray]]) -> np.ndarray:
+    """(K, D, D) marginal covariances of a chain's keyframes at fixed parameters, from its
+    conditionals R_k x_k + S_k x_{k+1} (+ T_k theta) = d_k in chain order (backward:
+    Sigma_k = R_k^-1 R_k^-T + G_k Sigma_{k+1} G_k^T, G_k = -R_k^-1 S_k)."""
+    K = len(conditionals)
+    D = conditionals[0][1].shape[0]
+    cov = np.zeros((K, D, D))
+    eye = np.eye(D)
+    for i in range(K - 1, -1, -1):
+        _, R, S = conditionals[i]
+        Ri = scipy.linalg.solve_triangular(R, eye, check_finite=False)
+        cov[i] = Ri @ Ri.T
+        if i < K - 1:
+            G = -Ri @ S
+            cov[i] += G @ cov[i + 1] @ G.T
+    return cov
+
+
+class _Information:
+    """Accumulates a pass's reduced information over the smoother's windows (see the module
+    docstring, step 2): a GTSAM graph per block of steps, the keyframes eliminated in chain
+    order, the factor on (last keyframe, theta) carried to the next block."""
+
+    def __init__(self, ident: "Identifier", theta: np.ndarray, fits: dict[str, RowFit]) -> None:
+        self.ident = ident
+        self.theta = theta
+        self.p = theta.size
+        self.conditionals: list[tuple[int, np.ndarray, np.ndarray]] = []     # (keyframe, R_k, S_k)
+        self.carried: gtsam.JacobianFactor | None = None
+        self.carried_at: np.ndarray | None = None          # the state the carried factor is linear at
+        self.carried_key = -1
+        self.cost = 0.0
+        self.rows = 0
+        self.fits = fits
+
+    # ----------------------------------------------------------------------------------------
+    def add_window(self, w: SolvedWindow) -> None:
+        s0, e0 = w.settled.start, w.settled.stop
+        X, P = w.X, w.P
+        D = X.shape[1]
+        if self.carried is None:
+            # the run's start: the prior on its first keyframe and step 0's rows at x0 = x1
+            mean, S = w.prior
+            k0 = w.first + s0
+            r, Jt, Jth = self._rows(w, X[s0:s0 + 1], X[s0:s0 + 1], P[s0:s0 + 1])
+            H = self.ident.head(w)
+            A = np.vstack((S, (Jt[0, :D, H:] + Jt[0, D:, H:]).T))
+            At = np.vstack((np.zeros((S.shape[0], self.p)), Jth[0, :, H:].T))
+            b = -np.concatenate((S @ (X[s0] - mean), r[0, H:]))
+            self._tally(r[0:1, H:], P[s0:s0 + 1], head=True)
+            self.cost += float(b @ b)
+            self.rows += b.size
+            self.carried = gtsam.JacobianFactor(key(k0), A, THETA, At, b, self._unit(b.size))
+            self.carried_key, self.carried_at = key(k0), X[s0].copy()
+            start = s0 + 1
+        else:
+            # the previous window's last settled keyframe is this window's X[s0 - 1]: move the
+            # carried factor to this window's linearisation point there
+            if self.carried_key != key(w.first + s0 - 1):
+                raise IdentificationError("internal: the windows' settled keyframes are not contiguous")
+            self._move_carried(X[s0 - 1])
+            start = s0
+        for b0 in range(start, e0, self.ident.options.block):
+            b1 = min(e0, b0 + self.ident.options.block)
+            self._block(w, b0, b1)
+
+    def _rows(self, w: SolvedWindow, X0, X1, P):
+        """Rows, state Jacobians and parameter Jacobians of the steps (X0[i] -> X1[i], P[i])."""
+        N = X0.shape[0]
+        R, D = w.steps.R, w.steps.D
+        r, Jt, Jth = np.empty((N, R)), np.empty((N, 2 * D, R)), np.empty((N, self.p, R))
+        w.steps.evaluate(np.ascontiguousarray(X0), np.ascontiguousarray(X1), np.ascontiguousarray(P), r, Jt, Jth)
+        return r, Jt, Jth
+
+    @staticmethod
+    def _unit(n: int):
+        return gtsam.noiseModel.Unit.Create(n)
+
+    def _move_carried(self, x_new: np.ndarray) -> None:
+        """The carried factor, linear at ``carried_at``, as a factor linear at ``x_new`` (the same
+        keyframe): with dz_old = dz_new + d, d = (x_new - carried_at, 0), the information vector
+        becomes eta - Lambda d."""
+        g = gtsam.GaussianFactorGraph()
+        g.add(self.carried)
+        self._carry(g, self.carried_key, x_new, self.carried_at)
+
+    def _block(self, w: SolvedWindow, b0: int, b1: int) -> None:
+        """Steps b0..b1-1 (window rows; step k joins X[k-1] and X[k]) into the chain."""
+        X, P = w.X, w.P
+        D = X.shape[1]
+        r, Jt, Jth = self._rows(w, X[b0 - 1:b1 - 1], X[b0:b1], P[b0:b1])
+        self._tally(r, P[b0:b1], head=False)
+        self.cost += float(np.einsum("kr,kr->", r, r))
+        self.rows += r.size
+        g = gtsam.GaussianFactorGraph()
+        g.add(self.carried)
+        u = self._unit(r.shape[1])
+        first = w.first
+        keys = [key(first + k) for k in range(b0 - 1, b1)]
+        for i in range(b1 - b0):
+            J = Jt[i]
+            g.add(gtsam.JacobianFactor(keys[i], J[:D].T, keys[i + 1], J[D:].T, THETA, Jth[i].T, -r[i], u))
+        order = gtsam.Ordering()
+        for k in keys[:-1]:
+            order.push_back(k)
+        bn, rest = g.eliminatePartialSequential(order)
+        self._keep(bn)
+        self._carry(rest, keys[-1], X[b1 - 1])
+
+    def _keep(self, bn: gtsam.GaussianBayesNet) -> None:
+        """Each eliminated keyframe's conditional (R_k, S_k on the next keyframe; theta's part
+        is not needed at fixed parameters) and its share of the log-determinant."""
+        for i in range(bn.size()):
+            c = bn.at(i)
+            k = c.keys()
+            R = np.array(c.R(), copy=True)          # (the Bayes net owns its memory)
+            D = R.shape[0]
+            S = np.array(c.S(), copy=True)
+            col = 0
+            Sn = np.zeros((D, D))
+            for j, kk in enumerate(k[1:]):
+                width = D if kk != THETA else self.p
+                if kk != THETA:
+                    Sn = S[:, col:col + width]
+                col += width
+            self.conditionals.append((gtsam.Symbol(k[0]).index(), R, Sn))
+
+    def _carry(self, rest: gtsam.GaussianFactorGraph, k: int, x: np.ndarray, was: np.ndarray | None = None) -> None:
+        """The factors left on (keyframe k, theta) after an elimination, as one Hessian factor
+        linear at x (``was``: the state they are linear at, if not x)."""
+        order = gtsam.Ordering()
+        order.push_back(k)
+        order.push_back(THETA)
+        aug = rest.augmentedHessian(order)
+        D = x.size
+        L, eta, c = aug[:-1, :-1], aug[:-1, -1].copy(), float(aug[-1, -1])
+        if was is not None:
+            d = np.zeros(eta.size)
+            d[:D] = x - was
+            Ld = L @ d
+            eta, c = eta - Ld, c - 2.0 * float(aug[:-1, -1] @ d) + float(d @ Ld)
+        self.carried = gtsam.HessianFactor(k, THETA, L[:D, :D], L[:D, D:], eta[:D], L[D:, D:], eta[D:], c)
+        self.carried_key, self.carried_at = k, x.copy()
+
+    def _tally(self, r: np.ndarray, P: np.ndarray, head: bool) -> None:
+        """Whitened sums of squares of the dynamics rows per joint and of each sensor's rows."""
+        ident = self.ident
+        L = ident.smoother.fn_layout
+        off = L.head if head else 0
+        if L.dynamics_rows:
+            d = r[:, L.dynamics_start - off:L.dynamics_start - off + L.dynamics_rows]
+            tau = P[:, L.tau] if L.tau is not None else None
+            for j, name in enumerate(ident.mech.joint_names):
+                f = self.fits[f"dynamics:{name}"]
+                f.sum_squares += float(d[:, j] @ d[:, j])
+                f.count += d.shape[0]
+                if tau is not None:
+                    f.effort_squares += float(tau[:, j] @ tau[:, j])
+        for b in L.blocks:
+            f = self.fits[b.sensor.name]
+            rows = r[:, b.rows.start - off:b.rows.stop - off]
+            f.sum_squares += float(np.einsum("kr,kr->", rows, rows))
+            active = P[:, b.start:b.start + b.slots * b.width:b.width] >= 0      # the slots' step fractions
+            f.count += int(np.count_nonzero(active)) * b.sensor.rows
+
+    def finish(self) -> tuple[np.ndarray, np.ndarray]:
+        """(H, g) of theta: the last keyframe eliminated from the carried factor."""
+        g = gtsam.GaussianFactorGraph()
+        g.add(self.carried)
+        order = gtsam.Ordering()
+        order.push_back(self.carried_key)
+        bn, rest = g.eliminatePartialSequential(order)
+        self._keep(bn)
+        aug = rest.augmentedHessian()
+        p = self.p
+        return np.asarray(aug[:p, :p]), np.asarray(aug[:p, p])
+
+
+# --------------------------------------------------------------------------------------------
+@dataclass
+class IdentifiedParameter:
+    """A parameter's result. ``value``/``sigma``: the identified value and its standard
+    deviation (identified), else the config's value and NaN; ``combination``: for an
+    identified parameter, the unidentified parameters (name, coefficient c) it moves with (it
+    stands for itself + sum c (their true value - their config value)); for an unidentified
+    one, why."""
+    parameter: Parameter
+    identified: bool
+    value: float
+    sigma: float
+    combination: list[tuple[str, float]] = field(default_factory=list)
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.parameter.name
+
+    @property
+    def change_sigmas(self) -> float:
+        """(value - the config's) / sigma."""
+        return (self.value - self.parameter.nominal) / self.sigma if self.identified and self.sigma > 0 else 0.0
+
+
+@dataclass
+class IdentificationResult:
+    """What :meth:`Identifier.identify` found. ``before``/``after``: the pass at the config's
+    values and the last accepted one (their fits, the smoothed states, the information)."""
+    parameters: list[IdentifiedParameter]
+    covariance: np.ndarray                 # (q, q) of the identified ones, in their order
+    passes: int
+    converged: bool
+    before: Pass
+    after: Pass
+    groups: tuple[str, ...]
+    note: str                              # why groups were left out ("" if none)
+    wall_time: float
+    cpu_time: float
+    keyframes: int
+    duration: float                        # s of recording smoothed (all recordings)
+    joints: list[str] = field(default_factory=list)
+
+    def identified(self) -> list[IdentifiedParameter]:
+        return [p for p in self.parameters if p.identified]
+
+    def unidentified(self) -> list[IdentifiedParameter]:
+        return [p for p in self.parameters if not p.identified]
+
+    def values(self) -> dict[str, float]:
+        """Every parameter's value (identified, or the config's)."""
+        return {p.name: p.value for p in self.parameters}
+
+
+def base_parameters(H: np.ndarray, tolerance: float) -> np.ndarray:
+    """The identified indices: a greedy search in index order over H scaled to unit diagonal;
+    a parameter joins when 1 - its squared multiple correlation with those already chosen (the
+    share of its information they do not explain) exceeds ``tolerance``. A parameter with no
+    information at all never joins."""
+    p = H.shape[0]
+    d = np.diag(H).copy()
+    top = max(float(d.max()) if p else 0.0, 1e-300)
+    live = np.flatnonzero(d > NO_INFORMATION * top)
+    s = np.sqrt(np.where(d > 0, d, 1.0))
+    C = H / np.outer(s, s)
+    chosen: list[int] = []
+    for j in live:
+        if chosen:
+            S = np.asarray(chosen)
+            c = C[S, j]
+            try:
+                explained = float(c @ np.linalg.solve(C[np.ix_(S, S)], c))
+            except np.linalg.LinAlgError:
+                continue
+            if 1.0 - explained <= tolerance:
+                continue
+        chosen.append(int(j))
+    return np.asarray(chosen, int)
+
+
+NO_INFORMATION = 1e-14
+"""A parameter whose information is below this share of the largest has none at all."""
+
+
+class Identifier:
+    """Identifies the parameters of ``mech`` from recordings (see the module docstring)."""
+
+    def __init__(self, mech: Mechanism, options: IdentificationOptions | None = None) -> None:
+        self.options = options or IdentificationOptions()
+        self.options.check()
+        self.mech = mech
+        groups, self.note = default_groups(mech)
+        if self.options.groups is not None:
+            groups = tuple(g for g in GROUPS if g in self.options.groups)
+            self.note = ""
+        self.groups = groups
+        self.parameters = model_parameters(mech, groups)
+        if not self.parameters:
+            raise IdentificationError("no parameter to identify" + (f": {self.note}" if self.note else ""))
+        self.sym = ParametricMechanism(mech, self.parameters)
+        cfg = identification_config(mech.config.estimator)
+        self.cfg = cfg
+        lay = StateLayout.for_mechanism(mech, cfg)
+        fn = StepFunction(mech, cfg, lay, 1.0 / cfg.keyframe_rate, sym=self.sym)
+        self.smoother = OfflineSmoother(mech, cfg, self.options.smoothing, step_function=fn)
+
+    def head(self, w: SolvedWindow) -> int:
+        return self.smoother.fn_layout.head
+
+    def empty_fits(self) -> dict[str, RowFit]:
+        from mbfg_ros.replay.residuals import load_cell_unit
+        mech, nz = self.mech, self.cfg.noise
+        fits: dict[str, RowFit] = {}
+        for i, name in enumerate(mech.joint_names):
+            unit = "N m" if mech.angular[i] else "N"
+            fits[f"dynamics:{name}"] = RowFit(name, "dynamics", unit, nz.dynamics)
+        for res in self.smoother.fn.residuals:
+            if res.kind == "encoder":
+                unit = "rad" if mech.encoders[res.index].angular else "m"
+            else:
+                unit = "rad/s" if res.kind == "gyro" else load_cell_unit(mech, res.index)
+            fits[res.name] = RowFit(res.name, res.kind, unit, res.sigma)
+        return fits
+
+    # ----------------------------------------------------------------------------------------
+    def _pass(self, recordings: list[Readings], theta: np.ndarray, x_init: list[np.ndarray] | None) -> Pass:
+        """Smooth every recording at ``theta`` and sum their information about it."""
+        self.smoother.parameter_values = theta
+        p, n = theta.size, self.mech.n
+        H, g, cost, rows = np.zeros((p, p)), np.zeros(p), 0.0, 0
+        fits = self.empty_fits()
+        X_all = []
+        a_sq, var_sum, count = np.zeros(n), np.zeros(n), 0
+        for i, readings in enumerate(recordings):
+            acc = _Information(self, theta, fits)
+            self.smoother.window_solved = acc.add_window
+            parts = []
+            try:
+                for _, X, _ in self.smoother.windows(readings, x_init=None if x_init is None else x_init[i]):
+                    parts.append(X)
+            finally:
+                self.smoother.window_solved = None
+            He, ge = acc.finish()
+            H += He
+            g += ge
+            cost += acc.cost
+            rows += acc.rows
+            X = np.concatenate(parts)
+            X_all.append(X)
+            cov = state_covariances(acc.conditionals)
+            A = slice(2 * n, 3 * n)
+            a_sq += np.sum(X[:, A] ** 2, axis=0)
+            var_sum += np.einsum("kjj->j", cov[:, A, A])
+            count += X.shape[0]
+        excitation = np.sqrt(a_sq / np.maximum(var_sum, 1e-300))
+        return Pass(theta.copy(), X_all, H, g, cost, rows, fits, excitation)
+
+    def identify(self, recordings: Readings | list[Readings]) -> IdentificationResult:
+        """Identify from the readings of one or more recordings (each its own chain of keyframes;
+        the parameters shared; see :class:`~.offline_smoother.Readings`)."""
+        if isinstance(recordings, Readings):
+            recordings = [recordings]
+        opt = self.options
+        w0, c0 = time.perf_counter(), time.process_time()
+        bar = None
+        if opt.progress:
+            from tqdm import tqdm
+            bar = tqdm(total=opt.max_iterations, unit=" pass", desc="identify", leave=False, file=sys.stderr,
+                       bar_format="{desc}: {n}/{total} passes |{bar}| [{elapsed}] {postfix}")
+        try:
+            p = len(self.parameters)
+            first = self._pass(recordings, np.zeros(p), None)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"cost {first.cost:.6g}")
+            I = base_parameters(first.H, opt.rank_tolerance)
+            if not I.size:
+                raise IdentificationError("the recording carries no information about any of the parameters")
+            best, damping, converged, passes = first, 0.0, False, 1
+            while passes < opt.max_iterations:
+                HI = best.H[np.ix_(I, I)]
+                try:
+                    step = np.linalg.solve(HI + damping * np.diag(np.diag(HI)), best.g[I])
+                    sig = np.sqrt(np.maximum(np.diag(np.linalg.inv(HI)), 1e-300))
+                except np.linalg.LinAlgError:
+                    raise IdentificationError("the parameters' information matrix is singular") from None
+                moves = float(np.max(np.abs(step) / sig))
+                if damping == 0.0 and moves < opt.tolerance:
+                    converged = True
+                    break
+                theta = best.theta.copy()
+                theta[I] += step
+                trial = self._pass(recordings, theta, best.X)
+                passes += 1
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix_str(f"cost {trial.cost:.6g}")
+                if math.isfinite(trial.cost) and trial.cost <= best.cost:
+                    best = trial
+                    damping = damping / 10.0 if damping > 1e-6 else 0.0
+                    if moves < opt.tolerance:
+                        converged = True
+                        break
+                else:                      # (the step raised the cost: shorter, towards the gradient)
+                    damping = max(damping * 10.0, 1e-3)
+                    if damping > 1e6:
+                        converged = True   # no step lowers the cost: at its minimum
+                        break
+        finally:
+            if bar is not None:
+                bar.close()
+        return self._result(first, best, I, passes, converged, time.perf_counter() - w0, time.process_time() - c0)
+
+    def _result(self, first: Pass, best: Pass, I: np.ndarray, passes: int, converged: bool, wall: float,
+                cpu: float) -> IdentificationResult:
+        H = best.H
+        HI = H[np.ix_(I, I)]
+        cov = np.linalg.inv(HI)
+        U = np.setdiff1d(np.arange(len(self.parameters)), I)
+        comb = np.linalg.solve(HI, H[np.ix_(I, U)]) if U.size else np.zeros((I.size, 0))
+        pos = {int(i): k for k, i in enumerate(I)}
+        top = max(float(np.diag(H).max()), 1e-300)
+        out = []
+        for j, par in enumerate(self.parameters):
+            if j in pos:
+                k = pos[j]
+                big = float(np.max(np.abs(comb[k]))) if U.size else 0.0
+                terms = [(self.parameters[u].name, float(comb[k, m])) for m, u in enumerate(U)
+                         if abs(comb[k, m]) > COMBINATION_CUTOFF * max(1.0, big)]
+                out.append(IdentifiedParameter(par, True, par.nominal + float(best.theta[j]),
+                                               float(math.sqrt(max(cov[k, k], 0.0))), terms))
+            else:
+                note = ("the recording carries no information about it" if not H[j, j] > NO_INFORMATION * top
+                        else "moves only with the identified ones (a combination of them)")
+                out.append(IdentifiedParameter(par, False, par.nominal, math.nan, [], note))
+        K = sum(X.shape[0] for X in best.X)
+        return IdentificationResult(out, cov, passes, converged, first, best, self.groups, self.note, wall, cpu, K,
+                                    K / self.cfg.keyframe_rate, list(self.mech.joint_names))
+
+
+COMBINATION_CUTOFF = 1e-6
+"""Coefficients of a combination below this (relative to its largest, or to 1) are not listed."""
+
+
+def identify(recordings: Readings | list[Readings], mech: Mechanism,
+             options: IdentificationOptions | None = None) -> IdentificationResult:
+    """Identify ``mech``'s parameters from ``recordings`` (see :class:`Identifier`)."""
+    return Identifier(mech, options).identify(recordings)

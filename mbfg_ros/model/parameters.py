@@ -1,0 +1,230 @@
+"""The constant numbers of a rig model that a recording can identify, and the symbolic model
+that takes them as parameters (what `mbfg identify` estimates).
+
+Parameters (:func:`model_parameters`), each held as a change from the config's (URDF's) value,
+so that theta = 0 is the config's model:
+
+- ``inertia``: per moving body (a URDF link and the links fixed to it, named by the link a
+  movable joint carries), its 10 standard inertial parameters in that joint's frame (= the
+  link's frame): mass ``mass`` (kg), first moments ``mx my mz`` = mass x centre of mass (kg m)
+  and the inertia about the frame's origin ``ixx ixy ixz iyy iyz izz`` (kg m^2). The equations
+  of motion are linear in them (so the combinations a recording identifies, the base
+  parameters, are a property of the rig and the motion, not of where the solver starts);
+- ``friction``: per joint ``viscous`` (N m s/rad or N s/m) and ``coulomb`` (N m or N; its
+  smoothing ``coulomb_velocity`` stays the config's);
+- ``armature`` (kg m^2 or kg) and ``offset`` (N m or N) per joint;
+- ``encoder``: per encoder its ``offset`` (rad or m: reading = position + offset);
+- ``gyro``: per measured axis ``bias_<axis>`` (rad/s) and ``scale_<axis>`` (reading = scale x
+  angular velocity + bias);
+- ``load_cell``: per load cell ``offset`` (N or N m) and ``scale`` (reading = scale x load +
+  offset).
+
+:class:`ParametricMechanism` is :class:`~mbfg_ros.model.symbolic.SymbolicMechanism` with those
+changes added to its expressions; the estimator's step function built on it takes them as the
+last entries of its parameter vector (``StepLayout.theta``) and returns the rows' Jacobian with
+respect to them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import casadi as ca
+import numpy as np
+
+from mbfg_ros.errors import ConfigError
+from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.symbolic import SymbolicMechanism, _Inertia
+
+GROUPS = ("inertia", "friction", "armature", "offset", "encoder", "gyro", "load_cell")
+"""Parameter groups, in the order of the parameter vector."""
+DYNAMICS_GROUPS = ("inertia", "friction", "armature", "offset")
+"""The groups that enter the equations of motion (identifiable only where the efforts are known)."""
+INERTIAL = ("mass", "mx", "my", "mz", "ixx", "ixy", "ixz", "iyy", "iyz", "izz")
+"""A body's standard inertial parameters, in their order."""
+_SYMMETRIC = ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))     # ixx ixy ixz iyy iyz izz
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One identifiable number.
+
+    ``name``: ``<owner>.<field>`` (``link1.izz``, ``shoulder.viscous``, ``flange_gyro.scale_z``);
+    ``group``: one of :data:`GROUPS`; ``owner``: the link, joint or sensor; ``field``: what it
+    is (a name of :data:`INERTIAL`, ``viscous``, ``coulomb``, ``armature``, ``offset``,
+    ``bias_<axis>``, ``scale_<axis>``, ``scale``); ``nominal``: the config's (URDF's) value;
+    ``index``: the pinocchio joint of a body, the coordinate of a joint, the sensor's index
+    (with ``axis`` 0-2 for a gyro)."""
+    name: str
+    group: str
+    owner: str
+    field: str
+    nominal: float
+    unit: str
+    index: int
+    axis: int = -1
+
+
+def body_link(mech: Mechanism, joint_id: int) -> str:
+    """The URDF link a movable joint (pinocchio id) carries: the body's name."""
+    name = mech.model.names[joint_id]
+    return next(j.child for j in mech.urdf.tree if j.name == name)
+
+
+def body_parameters(I: _Inertia) -> np.ndarray:
+    """(10,) the standard inertial parameters of :data:`INERTIAL` of (m, h, Io)."""
+    return np.array([I.m, *I.h] + [I.Io[a, b] for a, b in _SYMMETRIC])
+
+
+def body_inertia(p: np.ndarray) -> _Inertia:
+    """(m, h, Io) of the 10 standard inertial parameters (any array type that indexes)."""
+    Io = np.zeros((3, 3))
+    for k, (a, b) in enumerate(_SYMMETRIC):
+        Io[a, b] = Io[b, a] = p[4 + k]
+    return _Inertia(float(p[0]), np.array([p[1], p[2], p[3]], float), Io)
+
+
+def model_parameters(mech: Mechanism, groups: tuple[str, ...] = GROUPS) -> list[Parameter]:
+    """The rig's parameters of ``groups`` (see the module docstring), in :data:`GROUPS` order."""
+    from mbfg_ros.replay.residuals import load_cell_unit     # (the replay's unit names)
+    for g in groups:
+        if g not in GROUPS:
+            raise ConfigError(f"unknown parameter group {g!r} (groups: {', '.join(GROUPS)})")
+    sym_inertias = [_Inertia.of(mech.model.inertias[i]) for i in range(mech.model.njoints)]
+    out: list[Parameter] = []
+    lin = {True: ("N m s/rad", "N m", "kg m^2", "N m"), False: ("N s/m", "N", "kg", "N")}
+    jc = [mech.config.joint(name) for name in mech.joint_names]
+    for group in GROUPS:
+        if group not in groups:
+            continue
+        if group == "inertia":
+            for jid in range(1, mech.model.njoints):
+                link = body_link(mech, jid)
+                values = body_parameters(sym_inertias[jid])
+                units = ["kg"] + ["kg m"] * 3 + ["kg m^2"] * 6
+                out += [Parameter(f"{link}.{f}", group, link, f, float(v), u, jid)
+                        for f, v, u in zip(INERTIAL, values, units)]
+        elif group in ("friction", "armature", "offset"):
+            fields = {"friction": ("viscous", "coulomb"), "armature": ("armature",), "offset": ("offset",)}[group]
+            for i, name in enumerate(mech.joint_names):
+                units = dict(zip(("viscous", "coulomb", "armature", "offset"), lin[bool(mech.angular[i])]))
+                for f in fields:
+                    out.append(Parameter(f"{name}.{f}", group, name, f, float(getattr(jc[i], f)), units[f], i))
+        elif group == "encoder":
+            for k, e in enumerate(mech.encoders):
+                unit = "rad" if e.angular else "m"
+                out.append(Parameter(f"{e.config.name}.offset", group, e.config.name, "offset", e.config.offset,
+                                     unit, k))
+        elif group == "gyro":
+            for k, g in enumerate(mech.gyros):
+                for a in g.rows:
+                    ax, a = "xyz"[int(a)], int(a)
+                    out.append(Parameter(f"{g.config.name}.bias_{ax}", group, g.config.name, f"bias_{ax}",
+                                         g.config.bias[a], "rad/s", k, a))
+                    out.append(Parameter(f"{g.config.name}.scale_{ax}", group, g.config.name, f"scale_{ax}",
+                                         g.config.scale[a], "", k, a))
+        elif group == "load_cell":
+            for k, c in enumerate(mech.load_cells):
+                unit = load_cell_unit(mech, k)
+                out.append(Parameter(f"{c.config.name}.offset", group, c.config.name, "offset", c.config.offset,
+                                     unit, k))
+                out.append(Parameter(f"{c.config.name}.scale", group, c.config.name, "scale", c.config.scale, "", k))
+    names = [p.name for p in out]
+    for n in names:
+        if names.count(n) > 1:
+            raise ConfigError(f"two parameters are named {n!r} (a link, joint or sensor name is used twice)")
+    return out
+
+
+class ParametricMechanism(SymbolicMechanism):
+    """The symbolic model with ``parameters``' changes from the config (SX, bound by
+    :meth:`bind_parameters`, zeros until then) added: inertias, friction, armature, effort
+    offsets, encoder offsets, gyro biases and scales, load-cell offsets and scales."""
+
+    def __init__(self, mech: Mechanism, parameters: list[Parameter]) -> None:
+        super().__init__(mech)
+        self.parameters = list(parameters)
+        self.parameter_count = len(self.parameters)
+        self._where = {(p.group, p.field, p.index, p.axis): i for i, p in enumerate(self.parameters)}
+        self._theta = ca.SX.zeros(self.parameter_count)
+
+    def bind_parameters(self, theta) -> None:
+        self._theta = theta
+
+    def _d(self, group: str, field: str, index: int, axis: int = -1):
+        """The change of one parameter (SX), or None when it is not a parameter."""
+        i = self._where.get((group, field, index, axis))
+        return None if i is None else self._theta[i]
+
+    # dynamics ------------------------------------------------------------------------------
+    def _inertia_times(self, i: int, lin, ang, mass_scale):
+        out_l, out_a = super()._inertia_times(i, lin, ang, mass_scale)
+        d = [self._d("inertia", f, i) for f in INERTIAL]
+        if all(x is None for x in d):
+            return out_l, out_a
+        d = [ca.SX(0.0) if x is None else x for x in d]
+        m, h = d[0], ca.vertcat(d[1], d[2], d[3])
+        Io = ca.SX.zeros(3, 3)
+        for k, (a, b) in enumerate(_SYMMETRIC):
+            Io[a, b] = d[4 + k]
+            Io[b, a] = d[4 + k]
+        return out_l + m * lin + ca.cross(ang, h), out_a + ca.mtimes(Io, ang) + ca.cross(h, lin)
+
+    def armature_effort(self, a):
+        out = super().armature_effort(a)
+        extra = [self._d("armature", "armature", i) for i in range(self.n)]
+        if all(x is None for x in extra):
+            return out
+        return out + ca.vertcat(*[0.0 if x is None else x * a[i] for i, x in enumerate(extra)])
+
+    def friction(self, v):
+        out = super().friction(v)
+        mech = self.mech
+        rows = []
+        for i in range(self.n):
+            f = ca.SX(0.0)
+            dv, dc = self._d("friction", "viscous", i), self._d("friction", "coulomb", i)
+            if dv is not None:
+                f = f + dv * v[i]
+            if dc is not None:
+                f = f + dc * ca.tanh(v[i] / mech.coulomb_velocity[i])
+            rows.append(f)
+        return out + ca.vertcat(*rows)
+
+    def dynamics_residual(self, q, v, a, lam, tau, u, gravity_scale=1.0, mass_scale=1.0, model_error=None,
+                          model_error_joints=None):
+        r = super().dynamics_residual(q, v, a, lam, tau, u, gravity_scale, mass_scale, model_error,
+                                      model_error_joints)
+        extra = [self._d("offset", "offset", i) for i in range(self.n)]
+        if all(x is None for x in extra):
+            return r
+        return r + ca.vertcat(*[0.0 if x is None else x for x in extra])
+
+    # sensors -------------------------------------------------------------------------------
+    def encoder(self, k: int, q):
+        y = super().encoder(k, q)
+        d = self._d("encoder", "offset", k)
+        return y if d is None else y + d
+
+    def gyro(self, k: int, q, v):
+        y = super().gyro(k, q, v)
+        w = self.gyro_rate(k, q, v)
+        rows = []
+        for j, a in enumerate(self.mech.gyros[k].rows):
+            ax = "xyz"[int(a)]
+            yj = y[j]
+            b, s = self._d("gyro", f"bias_{ax}", k, int(a)), self._d("gyro", f"scale_{ax}", k, int(a))
+            if s is not None:
+                yj = yj + s * w[j]
+            if b is not None:
+                yj = yj + b
+            rows.append(yj)
+        return ca.vertcat(*rows)
+
+    def load_cell(self, k: int, q, v, a, lam, u, tau):
+        y = super().load_cell(k, q, v, a, lam, u, tau)
+        o, s = self._d("load_cell", "offset", k), self._d("load_cell", "scale", k)
+        if s is not None:
+            y = y + s * self.load(k, q, v, a, lam, u, tau)
+        if o is not None:
+            y = y + o
+        return y
