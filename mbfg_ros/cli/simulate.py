@@ -47,6 +47,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--input-start", type=float, default=1.0, metavar="S", help="s: inputs start here (default 1)")
     g.add_argument("--input-offset", type=float, default=0.0, metavar="E",
                    help="N m or N: a constant effort added to the profile from --input-start (default 0)")
+    g.add_argument("--input-scale", action="append", default=[], metavar="JOINT=FACTOR",
+                   help="that joint's input effort times FACTOR (repeatable; e.g. an arm's wrists)")
     g.add_argument("--no-friction", action="store_true", help="frictionless truth (ignore the config's friction)")
     g.add_argument("--seed", type=int, default=0, metavar="N", help="seed of every random draw (default 0)")
     s = p.add_argument_group("sensors")
@@ -147,6 +149,8 @@ def build_inputs(args: argparse.Namespace):
                          if args.input in ("sine", "random") else args.input_frequency),
         input_start=_nonnegative("--input-start", args.input_start, "s"),
         input_offset=_finite("--input-offset", args.input_offset, "N m or N"),
+        input_scale=_pairs("--input-scale", args.input_scale, mech.known_input_joints + mech.input_joints,
+                           "input joint", "factor"),
         friction=not args.no_friction, seed=args.seed)
     options = SensorOptions(
         rates=rates, noise=not args.no_noise, quantize=not args.no_quantize,

@@ -10,6 +10,8 @@ Profiles (``A`` amplitude, ``f`` frequency, ``t0`` start; zero before t0):
 - sine: A sin(2 pi f (t - t0)) for t >= t0;
 - random: a smooth random signal: a cubic spline through Gaussian knots (std A) spaced 1/f
   apart, the first knot (at t0) zero, so it starts continuously.
+
+A joint of the scenario's ``input_scale`` gets its effort times its factor.
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ class InputProfile:
         self.frequency = float(scenario.input_frequency)
         self.start = float(scenario.input_start)
         channels = len(self.known) + self.n_u
+        joints = [mech.joint_names[j] for j in self.known] + list(mech.input_joints)
+        self.scale = np.array([scenario.input_scale.get(j, 1.0) for j in joints])
         self._splines: list[CubicSpline] = []
         if self.profile == "random" and channels:
             rng = np.random.default_rng([scenario.seed, 0x1B])
@@ -71,7 +75,7 @@ class InputProfile:
         elif self.profile == "random":
             for c, spline in enumerate(self._splines):
                 out[on, c] += spline(t[on])
-        return out
+        return out * self.scale
 
     def efforts(self, times) -> tuple[np.ndarray, np.ndarray]:
         """Known efforts tau (N, n) and unknown efforts u (N, n_u) at ``times`` (s)."""

@@ -48,6 +48,8 @@ class Scenario:
         input_start: s: the input is zero before this time.
         input_offset: N m (N): a constant effort added to the profile from ``input_start`` (a
             motor's mean torque under a periodic ripple: ``sine`` with an offset).
+        input_scale: {joint: factor}: that joint's effort (profile and offset) times factor (an
+            arm's wrists take a fraction of its shoulder's torque).
         friction: use the config's joint friction in the truth (False: frictionless truth).
         seed: seed of the random input profile.
     """
@@ -62,6 +64,7 @@ class Scenario:
     input_frequency: float = 0.5
     input_start: float = 1.0
     input_offset: float = 0.0
+    input_scale: dict[str, float] = field(default_factory=dict)
     friction: bool = True
     seed: int = 0
 
@@ -77,7 +80,8 @@ class Scenario:
         if self.input_profile in ("sine", "random") and not self.input_frequency > 0:
             raise MbfgError(f"input_frequency must be positive for the {self.input_profile} "
                             f"profile (value: {self.input_frequency!r})")
-        for what, scales in (("mass_scale", self.mass_scale), ("length_scale", self.length_scale)):
+        for what, scales in (("mass_scale", self.mass_scale), ("length_scale", self.length_scale),
+                             ("input_scale", self.input_scale)):
             for name, factor in scales.items():
                 if not (math.isfinite(factor) and factor > 0):
                     raise MbfgError(f"{what} of {name!r} must be a positive factor (value: {factor!r})")
@@ -93,7 +97,7 @@ class Scenario:
             else list(self.initial_dof_velocity),
             "input_profile": self.input_profile, "input_amplitude": self.input_amplitude,
             "input_frequency": self.input_frequency, "input_start": self.input_start,
-            "input_offset": self.input_offset,
+            "input_offset": self.input_offset, "input_scale": dict(self.input_scale),
             "friction": self.friction, "seed": self.seed,
         }
 
