@@ -67,13 +67,19 @@ class IdentificationError(MbfgError):
 class IdentificationOptions:
     """How to identify. ``groups``: the parameter groups (:data:`~mbfg_ros.model.parameters.GROUPS`;
     None: every group the rig has, the dynamics groups only when no effort is an unknown
-    input); ``max_iterations``: passes (smoothing + parameter step) at most; ``tolerance``:
-    stop when no parameter moves by more than this many of its standard deviations;
-    ``rank_tolerance``: see the module docstring; ``block``: keyframes per GTSAM block (memory:
-    a block holds its steps' Jacobians, with the parameters' columns); ``smoothing``: the
-    smoother's windows; ``progress``: a tqdm bar over the passes (stderr)."""
+    input); ``max_iterations``: Gauss-Newton passes (smoothing + parameter step) at most;
+    ``model_accuracy``: each equation of motion's noise as a share of the RMS of its joint's
+    known effort (of the largest known effort for a passive joint; at most the config's
+    dynamics noise): the model is trusted that far, so that the accelerations follow it rather
+    than the encoders' noise (with the estimator's looser noise they carry the encoders' noise
+    into the regression and bias the inertias towards zero); ``tolerance``: stop when no
+    parameter moves by more than this many of its standard deviations; ``rank_tolerance``: see
+    the module docstring; ``block``: keyframes per GTSAM block (memory: a block holds its steps'
+    Jacobians, with the parameters' columns); ``smoothing``: the smoother's windows;
+    ``progress``: a tqdm bar over the passes (stderr)."""
     groups: tuple[str, ...] | None = None
     max_iterations: int = 20
+    model_accuracy: float = 0.01
     tolerance: float = 0.01
     rank_tolerance: float = 1e-6
     block: int = 500
@@ -89,14 +95,71 @@ class IdentificationOptions:
             raise IdentificationError(f"rank_tolerance must be between 0 and 1 (value: {self.rank_tolerance:g})")
         if self.block < 2:
             raise IdentificationError(f"block must be at least 2 keyframes (value: {self.block})")
+        if not (math.isfinite(self.model_accuracy) and 0 < self.model_accuracy <= 10):
+            raise IdentificationError(f"model_accuracy must be above 0 and at most 10 (value: {self.model_accuracy:g})")
+
+
+PRIOR_LOOSENING = 1e3
+"""The identification's prior on a recording's first state is the config's this many times
+looser: its mean comes from the first readings, and as tight as the estimator's it would tell
+the parameters (an encoder's offset) what those readings already said."""
 
 
 def identification_config(cfg: EstimatorConfig) -> EstimatorConfig:
     """The estimator settings the identification smooths with: the config's, without the slow
     states that would take up what the parameters explain (the model-error force, the gravity
-    and mass scales)."""
+    and mass scales), with a looser prior on the first state (:data:`PRIOR_LOOSENING`)."""
+    nz = cfg.noise
+    loose = {k: getattr(nz, k) * PRIOR_LOOSENING for k in
+             ("prior_position", "prior_velocity", "prior_acceleration", "prior_input")}
     return dataclasses.replace(cfg, model_error=ModelErrorConfig(0.0, cfg.model_error.prior),
-                               estimate_gravity=False, estimate_mass_link="")
+                               estimate_gravity=False, estimate_mass_link="",
+                               noise=dataclasses.replace(nz, **loose))
+
+
+def identification_mechanism(mech: Mechanism, groups: tuple[str, ...]) -> Mechanism:
+    """``mech``, or (identifying the gyros) the same rig without gyro bias states: a bias that
+    is a constant parameter is not also a random walk."""
+    if "gyro" not in groups or not any(g.config.bias_sigma or g.config.bias_instability for g in mech.gyros):
+        return mech
+    cfg = mech.config
+    gyros = tuple(dataclasses.replace(g, bias_sigma=0.0, bias_instability=0.0) for g in cfg.sensors.gyros)
+    return Mechanism(dataclasses.replace(cfg, sensors=dataclasses.replace(cfg.sensors, gyros=gyros)))
+
+
+def parameter_scales(mech: Mechanism, parameters: list[Parameter], p: "Pass") -> np.ndarray:
+    """Each parameter's natural size, for telling a parameter the recording determines from one
+    it only hints at (:func:`base_parameters`): a body's mass m, m rho for its first moments and
+    m rho^2 for its inertia (rho its radius of gyration about the joint, at least 1 cm); a
+    joint's effort RMS E (the largest known one for a joint without) for its Coulomb friction and
+    offset, E / RMS velocity for its viscous friction, E / RMS acceleration for its armature;
+    1 rad or m for an encoder's offset, 1 rad/s for a gyro's bias, 1 for a scale factor, 100
+    noise sigmas for a load cell's offset."""
+    n = mech.n
+    X = np.concatenate(p.X)
+    v = np.sqrt(np.mean(X[:, n:2 * n] ** 2, axis=0))
+    a = np.sqrt(np.mean(X[:, 2 * n:3 * n] ** 2, axis=0))
+    E = np.array([p.fits[f"dynamics:{j}"].effort_rms for j in mech.joint_names])
+    E = np.where(E > 0, E, max(float(E.max()), 1e-6))
+    masses = [float(mech.model.inertias[j].mass) for j in range(1, mech.model.njoints)]
+    out = np.ones(len(parameters))
+    for k, par in enumerate(parameters):
+        i = par.index
+        if par.group == "inertia":
+            I = mech.model.inertias[i]
+            m = float(I.mass) if I.mass > 0 else max(max(masses), 1e-6)
+            Io = np.asarray(I.inertia) + m * (float(I.lever @ I.lever) * np.eye(3) - np.outer(I.lever, I.lever))
+            rho = max(math.sqrt(max(float(np.linalg.eigvalsh(Io).max()), 0.0) / m), 0.01)
+            out[k] = m * rho ** {"mass": 0, "mx": 1, "my": 1, "mz": 1}.get(par.field, 2)
+        elif par.field in ("coulomb",) or par.group == "offset":
+            out[k] = E[i]
+        elif par.field == "viscous":
+            out[k] = E[i] / max(v[i], 1e-6)
+        elif par.field == "armature":
+            out[k] = E[i] / max(a[i], 1e-6)
+        elif par.group == "load_cell" and par.field == "offset":
+            out[k] = 100.0 * mech.load_cells[i].config.noise
+    return out
 
 
 def default_groups(mech: Mechanism) -> tuple[tuple[str, ...], str]:
@@ -151,6 +214,7 @@ class Pass:
     rows: int
     fits: dict[str, RowFit]
     excitation: np.ndarray      # (n,) per joint: RMS acceleration / RMS of its standard deviation
+    sigma: np.ndarray           # (n,) the equations of motion's noise per joint (N m or N)
 
 
 def state_covariances(conditionals: list[tuple[int, np.ndarray, np.ndarray]]) -> np.ndarray:
@@ -179,7 +243,7 @@ class _Information:
     def __init__(self, ident: "Identifier", theta: np.ndarray, fits: dict[str, RowFit]) -> None:
         self.ident = ident
         self.theta = theta
-        self.p = theta.size
+        self.p = theta.size            # (the parameters and the dynamics weights)
         self.conditionals: list[tuple[int, np.ndarray, np.ndarray]] = []     # (keyframe, R_k, S_k)
         self.carried: gtsam.JacobianFactor | None = None
         self.carried_at: np.ndarray | None = None          # the state the carried factor is linear at
@@ -351,6 +415,11 @@ class IdentifiedParameter:
         return self.parameter.name
 
     @property
+    def no_information(self) -> bool:
+        """Unidentified because the recording carries no information about it at all."""
+        return not self.identified and self.note == NO_INFORMATION_NOTE
+
+    @property
     def change_sigmas(self) -> float:
         """(value - the config's) / sigma."""
         return (self.value - self.parameter.nominal) / self.sigma if self.identified and self.sigma > 0 else 0.0
@@ -385,11 +454,12 @@ class IdentificationResult:
         return {p.name: p.value for p in self.parameters}
 
 
-def base_parameters(H: np.ndarray, tolerance: float) -> np.ndarray:
+def base_parameters(H: np.ndarray, tolerance: float, scales: np.ndarray | None = None) -> np.ndarray:
     """The identified indices: a greedy search in index order over H scaled to unit diagonal;
     a parameter joins when 1 - its squared multiple correlation with those already chosen (the
-    share of its information they do not explain) exceeds ``tolerance``. A parameter with no
-    information at all never joins."""
+    share of its information they do not explain) exceeds ``tolerance`` and (``scales``) its
+    standard deviation beside them, 1 / sqrt(H_jj (1 - R^2)), is below its scale. A parameter
+    with no information at all never joins."""
     p = H.shape[0]
     d = np.diag(H).copy()
     top = max(float(d.max()) if p else 0.0, 1e-300)
@@ -407,12 +477,19 @@ def base_parameters(H: np.ndarray, tolerance: float) -> np.ndarray:
                 continue
             if 1.0 - explained <= tolerance:
                 continue
+        else:
+            explained = 0.0
+        if scales is not None and not 1.0 / math.sqrt(d[j] * (1.0 - explained)) < scales[j]:
+            continue
         chosen.append(int(j))
     return np.asarray(chosen, int)
 
 
 NO_INFORMATION = 1e-14
 """A parameter whose information is below this share of the largest has none at all."""
+NO_INFORMATION_NOTE = "the recording carries no information about it"
+COMBINATION_NOTE = "moves only with the identified ones (a combination of them)"
+WEAK_NOTE = "the recording tells too little about it (a standard deviation above its natural size)"
 
 
 class Identifier:
@@ -427,12 +504,17 @@ class Identifier:
             groups = tuple(g for g in GROUPS if g in self.options.groups)
             self.note = ""
         self.groups = groups
+        self.mech = mech = identification_mechanism(mech, groups)
         self.parameters = model_parameters(mech, groups)
         if not self.parameters:
             raise IdentificationError("no parameter to identify" + (f": {self.note}" if self.note else ""))
-        self.sym = ParametricMechanism(mech, self.parameters)
+        self.sym = ParametricMechanism(mech, self.parameters, dynamics_weights=True)
         cfg = identification_config(mech.config.estimator)
         self.cfg = cfg
+        self.sigma = np.full(mech.n, cfg.noise.dynamics)
+        """The equations of motion's noise per joint (N m or N): the config's, then
+        ``model_accuracy`` of the efforts (:meth:`identify`)."""
+        self._bar = None
         lay = StateLayout.for_mechanism(mech, cfg)
         fn = StepFunction(mech, cfg, lay, 1.0 / cfg.keyframe_rate, sym=self.sym)
         self.smoother = OfflineSmoother(mech, cfg, self.options.smoothing, step_function=fn)
@@ -446,7 +528,7 @@ class Identifier:
         fits: dict[str, RowFit] = {}
         for i, name in enumerate(mech.joint_names):
             unit = "N m" if mech.angular[i] else "N"
-            fits[f"dynamics:{name}"] = RowFit(name, "dynamics", unit, nz.dynamics)
+            fits[f"dynamics:{name}"] = RowFit(name, "dynamics", unit, float(self.sigma[i]))
         for res in self.smoother.fn.residuals:
             if res.kind == "encoder":
                 unit = "rad" if mech.encoders[res.index].angular else "m"
@@ -457,15 +539,17 @@ class Identifier:
 
     # ----------------------------------------------------------------------------------------
     def _pass(self, recordings: list[Readings], theta: np.ndarray, x_init: list[np.ndarray] | None) -> Pass:
-        """Smooth every recording at ``theta`` and sum their information about it."""
-        self.smoother.parameter_values = theta
+        """Smooth every recording at ``theta`` (with the dynamics noises :attr:`sigma`) and sum
+        their information about it."""
+        full = np.concatenate([theta, self.cfg.noise.dynamics / self.sigma])      # (+ the weights)
+        self.smoother.parameter_values = full
         p, n = theta.size, self.mech.n
-        H, g, cost, rows = np.zeros((p, p)), np.zeros(p), 0.0, 0
+        H, g, cost, rows = np.zeros((p + n, p + n)), np.zeros(p + n), 0.0, 0
         fits = self.empty_fits()
         X_all = []
         a_sq, var_sum, count = np.zeros(n), np.zeros(n), 0
         for i, readings in enumerate(recordings):
-            acc = _Information(self, theta, fits)
+            acc = _Information(self, full, fits)
             self.smoother.window_solved = acc.add_window
             parts = []
             try:
@@ -486,7 +570,10 @@ class Identifier:
             var_sum += np.einsum("kjj->j", cov[:, A, A])
             count += X.shape[0]
         excitation = np.sqrt(a_sq / np.maximum(var_sum, 1e-300))
-        return Pass(theta.copy(), X_all, H, g, cost, rows, fits, excitation)
+        if self._bar is not None:
+            self._bar.update(1)
+            self._bar.set_postfix_str(f"cost {cost:.6g}")
+        return Pass(theta.copy(), X_all, H[:p, :p], g[:p], cost, rows, fits, excitation, self.sigma.copy())
 
     def identify(self, recordings: Readings | list[Readings]) -> IdentificationResult:
         """Identify from the readings of one or more recordings (each its own chain of keyframes;
@@ -498,51 +585,66 @@ class Identifier:
         bar = None
         if opt.progress:
             from tqdm import tqdm
-            bar = tqdm(total=opt.max_iterations, unit=" pass", desc="identify", leave=False, file=sys.stderr,
-                       bar_format="{desc}: {n}/{total} passes |{bar}| [{elapsed}] {postfix}")
+            bar = tqdm(unit=" pass", desc="identify", leave=False, file=sys.stderr,
+                       bar_format="{desc}: {n} passes [{elapsed}] {postfix}")
+        self.sigma = np.full(self.mech.n, self.cfg.noise.dynamics)
+        self._bar = bar
         try:
-            p = len(self.parameters)
-            first = self._pass(recordings, np.zeros(p), None)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix_str(f"cost {first.cost:.6g}")
-            I = base_parameters(first.H, opt.rank_tolerance)
+            first = self._pass(recordings, np.zeros(len(self.parameters)), None)
+            # the identification's dynamics noise: the model is trusted to model_accuracy of the
+            # efforts, so that the accelerations follow it rather than the encoders' noise
+            self.sigma = self._tight_noise(first)
+            best = self._pass(recordings, first.theta, first.X)
+            self.scales = parameter_scales(self.mech, self.parameters, best)
+            I = base_parameters(best.H, opt.rank_tolerance, self.scales)
             if not I.size:
                 raise IdentificationError("the recording carries no information about any of the parameters")
-            best, damping, converged, passes = first, 0.0, False, 1
-            while passes < opt.max_iterations:
-                HI = best.H[np.ix_(I, I)]
-                try:
-                    step = np.linalg.solve(HI + damping * np.diag(np.diag(HI)), best.g[I])
-                    sig = np.sqrt(np.maximum(np.diag(np.linalg.inv(HI)), 1e-300))
-                except np.linalg.LinAlgError:
-                    raise IdentificationError("the parameters' information matrix is singular") from None
-                moves = float(np.max(np.abs(step) / sig))
-                if damping == 0.0 and moves < opt.tolerance:
-                    converged = True
-                    break
-                theta = best.theta.copy()
-                theta[I] += step
-                trial = self._pass(recordings, theta, best.X)
-                passes += 1
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix_str(f"cost {trial.cost:.6g}")
-                if math.isfinite(trial.cost) and trial.cost <= best.cost:
-                    best = trial
-                    damping = damping / 10.0 if damping > 1e-6 else 0.0
-                    if moves < opt.tolerance:
-                        converged = True
-                        break
-                else:                      # (the step raised the cost: shorter, towards the gradient)
-                    damping = max(damping * 10.0, 1e-3)
-                    if damping > 1e6:
-                        converged = True   # no step lowers the cost: at its minimum
-                        break
+            best, used, converged = self._solve(recordings, best, I)
+            passes = 2 + used
         finally:
+            self._bar = None
             if bar is not None:
                 bar.close()
         return self._result(first, best, I, passes, converged, time.perf_counter() - w0, time.process_time() - c0)
+
+    def _solve(self, recordings: list[Readings], best: Pass, I: np.ndarray) -> tuple[Pass, int, bool]:
+        """Gauss-Newton passes on the parameters I from ``best`` (Levenberg-Marquardt damping
+        when a pass raises the cost); returns (the last accepted pass, passes, converged)."""
+        opt = self.options
+        damping, passes = 0.0, 0
+        while passes < opt.max_iterations:
+            HI = best.H[np.ix_(I, I)]
+            try:
+                step = np.linalg.solve(HI + damping * np.diag(np.diag(HI)), best.g[I])
+                sig = np.sqrt(np.maximum(np.diag(np.linalg.inv(HI)), 1e-300))
+            except np.linalg.LinAlgError:
+                raise IdentificationError("the parameters' information matrix is singular") from None
+            moves = float(np.max(np.abs(step) / sig))
+            if damping == 0.0 and moves < opt.tolerance:
+                return best, passes, True
+            theta = best.theta.copy()
+            theta[I] += step
+            trial = self._pass(recordings, theta, best.X)
+            passes += 1
+            if math.isfinite(trial.cost) and trial.cost <= best.cost:
+                best = trial
+                damping = damping / 10.0 if damping > 1e-6 else 0.0
+                if moves < opt.tolerance:
+                    return best, passes, True
+            else:                          # (the step raised the cost: shorter, towards the gradient)
+                damping = max(damping * 10.0, 1e-3)
+                if damping > 1e6:
+                    return best, passes, True      # no step lowers the cost: at its minimum
+        return best, passes, False
+
+    def _tight_noise(self, p: Pass) -> np.ndarray:
+        """Each joint's dynamics noise to start from: ``model_accuracy`` of the RMS of its known
+        effort (of the largest one for a joint without a known effort), at most the config's."""
+        fits = [p.fits[f"dynamics:{j}"] for j in self.mech.joint_names]
+        largest = max([f.effort_rms for f in fits if f.effort_rms > 0] or [self.cfg.noise.dynamics])
+        kappa = self.options.model_accuracy
+        return np.array([min(self.cfg.noise.dynamics, kappa * (f.effort_rms if f.effort_rms > 0 else largest))
+                         for f in fits])
 
     def _result(self, first: Pass, best: Pass, I: np.ndarray, passes: int, converged: bool, wall: float,
                 cpu: float) -> IdentificationResult:
@@ -563,8 +665,12 @@ class Identifier:
                 out.append(IdentifiedParameter(par, True, par.nominal + float(best.theta[j]),
                                                float(math.sqrt(max(cov[k, k], 0.0))), terms))
             else:
-                note = ("the recording carries no information about it" if not H[j, j] > NO_INFORMATION * top
-                        else "moves only with the identified ones (a combination of them)")
+                if not H[j, j] > NO_INFORMATION * top:
+                    note = NO_INFORMATION_NOTE
+                else:
+                    c = H[I, j]
+                    unexplained = 1.0 - float(c @ np.linalg.solve(HI, c)) / H[j, j]
+                    note = COMBINATION_NOTE if unexplained <= self.options.rank_tolerance else WEAK_NOTE
                 out.append(IdentifiedParameter(par, False, par.nominal, math.nan, [], note))
         K = sum(X.shape[0] for X in best.X)
         return IdentificationResult(out, cov, passes, converged, first, best, self.groups, self.note, wall, cpu, K,

@@ -138,12 +138,18 @@ def model_parameters(mech: Mechanism, groups: tuple[str, ...] = GROUPS) -> list[
 class ParametricMechanism(SymbolicMechanism):
     """The symbolic model with ``parameters``' changes from the config (SX, bound by
     :meth:`bind_parameters`, zeros until then) added: inertias, friction, armature, effort
-    offsets, encoder offsets, gyro biases and scales, load-cell offsets and scales."""
+    offsets, encoder offsets, gyro biases and scales, load-cell offsets and scales.
 
-    def __init__(self, mech: Mechanism, parameters: list[Parameter]) -> None:
+    With ``dynamics_weights`` the bound vector has n more entries after the parameters: each
+    coordinate's equation of motion is multiplied by its weight (its noise becomes the
+    config's dynamics noise / weight; 1: the config's), so that the identification can set
+    each joint's noise without building the functions again."""
+
+    def __init__(self, mech: Mechanism, parameters: list[Parameter], dynamics_weights: bool = False) -> None:
         super().__init__(mech)
         self.parameters = list(parameters)
-        self.parameter_count = len(self.parameters)
+        self.dynamics_weights = dynamics_weights
+        self.parameter_count = len(self.parameters) + (self.n if dynamics_weights else 0)
         self._where = {(p.group, p.field, p.index, p.axis): i for i, p in enumerate(self.parameters)}
         self._theta = ca.SX.zeros(self.parameter_count)
 
@@ -195,9 +201,12 @@ class ParametricMechanism(SymbolicMechanism):
         r = super().dynamics_residual(q, v, a, lam, tau, u, gravity_scale, mass_scale, model_error,
                                       model_error_joints)
         extra = [self._d("offset", "offset", i) for i in range(self.n)]
-        if all(x is None for x in extra):
-            return r
-        return r + ca.vertcat(*[0.0 if x is None else x for x in extra])
+        if any(x is not None for x in extra):
+            r = r + ca.vertcat(*[0.0 if x is None else x for x in extra])
+        if self.dynamics_weights:
+            p = len(self.parameters)
+            r = r * self._theta[p:p + self.n]
+        return r
 
     # sensors -------------------------------------------------------------------------------
     def encoder(self, k: int, q):
