@@ -1,7 +1,7 @@
 """`mbfg`: the command line of mbfg_ros.
 
 Subcommands live in their own modules (only the one used is imported, so `mbfg check` starts fast):
-check, simulate, replay, import, tune, benchmark, run, demo. User errors (bad config, bad options,
+check, simulate, replay, import, tune, identify, benchmark, run, demo. User errors (bad config, bad options,
 bad bags) print one clear line and exit 2; `--debug` shows the traceback instead. Ctrl-C exits 130
 and SIGTERM 143, both after the clean-up (a bag being written is removed).
 """
@@ -20,6 +20,7 @@ SUBCOMMANDS = {
     "replay": "mbfg_ros.cli.replay",
     "import": "mbfg_ros.cli.import_log",
     "tune": "mbfg_ros.cli.tune",
+    "identify": "mbfg_ros.cli.identify",
     "benchmark": "mbfg_ros.cli.benchmark",
     "run": "mbfg_ros.cli.run",
     "demo": "mbfg_ros.cli.demo",
@@ -31,6 +32,8 @@ HELP = {
     "replay": "run the estimator over a rosbag (faster than real time) and report",
     "import": "convert a recorded log (CSV, MATLAB .mat, .npz) to a rosbag2 of the rig's sensor messages",
     "tune": "estimate the noise settings from a recording (no ground truth) and write a tuned config",
+    "identify": "estimate the rig's constant parameters (inertias, friction, armature, offsets, sensor "
+                "calibration) from a recording and write an identified config and URDF",
     "benchmark": "accuracy against the Kalman observers (--quick/--full) or speed (--perf)",
     "run": "start the ROS nodes of a launch description without ros2 launch",
     "demo": "the four-bar rig and the estimator live over DDS, with figures and plots",
