@@ -41,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--known-inputs", action="store_true",
                    help="take the config's unknown inputs as known: their measured effort is in the recording "
                         "(the joint's topic; with --map, the map's inputs:)")
+    p.add_argument("--model-accuracy", type=float, default=0.01, metavar="FRACTION",
+                   help="how closely the model is trusted to explain each joint's effort, as a share of its RMS "
+                        "(default 0.01; raise it when the sensors fit far worse than their noise after identifying)")
     p.add_argument("--max-iterations", type=int, default=20, metavar="N",
                    help="passes (smoothing and parameter step) at most (default 20)")
     p.add_argument("--json", metavar="FILE", help="write the result as JSON to FILE ('-' = stdout)")
@@ -53,6 +56,8 @@ def _validate(args: argparse.Namespace) -> tuple[Path, Path]:
             raise CliError(f"no such {'log' if args.map else 'bag'}: {bag!r}")
     if args.max_iterations < 1:
         raise CliError(f"--max-iterations: must be at least 1 (value: {args.max_iterations})")
+    if not (math.isfinite(args.model_accuracy) and 0 < args.model_accuracy <= 10):
+        raise CliError(f"--model-accuracy: must be above 0 and at most 10 (value: {args.model_accuracy:g})")
     if args.parameters is not None:
         groups = [g.strip() for g in args.parameters.split(",") if g.strip()]
         bad = [g for g in groups if g not in GROUPS]
@@ -96,7 +101,7 @@ def facts(res, written: dict) -> dict:
         "parameters": [{"name": p.name, "group": p.parameter.group, "unit": p.parameter.unit,
                         "config": p.parameter.nominal, "value": p.value, "sigma": p.sigma if p.identified else None,
                         "identified": p.identified, "combination": [list(t) for t in p.combination],
-                        "note": p.note} for p in res.parameters],
+                        "note": p.note, "scale": p.scale} for p in res.parameters],
         "groups": list(res.groups), "groups_note": res.note,
         "before": fits(res.before), "after": fits(res.after),
         "excitation": dict(zip(res.joints, map(float, res.after.excitation))),
@@ -112,7 +117,8 @@ def format_summary(res, written: dict) -> str:
     if res.note:
         lines.append(f"Left out: the inertias, friction, armature and offsets: {res.note}")
     ident = res.identified()
-    lines.append("Identified (standard deviations from the information matrix, with the config's noises):")
+    lines.append("Identified (standard deviations from the information matrix: the sensors' noises, each equation of "
+                 "motion's " + ", ".join(f"{j} {s:.3g}" for j, s in zip(res.joints, res.after.sigma)) + "):")
     lines.append(f"  {'parameter':<30} {'config':>12} {'identified':>12} {'sigma':>10} {'change':>9}  unit")
     for p in ident:
         lines.append(f"  {p.name:<30} {_fmt(p.parameter.nominal):>12} {_fmt(p.value):>12} {p.sigma:>10.3g} "
@@ -165,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     rig = load_rig(args.config).mech
     mech = Mechanism(with_known_inputs(rig.config)) if args.known_inputs else rig
     groups = tuple(g.strip() for g in args.parameters.split(",") if g.strip()) if args.parameters else None
-    opt = IdentificationOptions(groups=groups, max_iterations=args.max_iterations,
+    opt = IdentificationOptions(groups=groups, max_iterations=args.max_iterations, model_accuracy=args.model_accuracy,
                                 progress=not args.no_progress and sys.stderr.isatty())
     with tempfile.TemporaryDirectory(prefix="mbfg-identify-") as tmp:
         bags = args.bags

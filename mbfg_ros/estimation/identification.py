@@ -133,7 +133,7 @@ def parameter_scales(mech: Mechanism, parameters: list[Parameter], p: "Pass") ->
     m rho^2 for its inertia (rho its radius of gyration about the joint, at least 1 cm); a
     joint's effort RMS E (the largest known one for a joint without) for its Coulomb friction and
     offset, E / RMS velocity for its viscous friction, E / RMS acceleration for its armature;
-    1 rad or m for an encoder's offset, 1 rad/s for a gyro's bias, 1 for a scale factor, 100
+    0.1 rad or m for an encoder's offset, 1 rad/s for a gyro's bias, 1 for a scale factor, 100
     noise sigmas for a load cell's offset."""
     n = mech.n
     X = np.concatenate(p.X)
@@ -159,6 +159,8 @@ def parameter_scales(mech: Mechanism, parameters: list[Parameter], p: "Pass") ->
             out[k] = E[i] / max(a[i], 1e-6)
         elif par.group == "load_cell" and par.field == "offset":
             out[k] = 100.0 * mech.load_cells[i].config.noise
+        elif par.group == "encoder":
+            out[k] = 0.1
     return out
 
 
@@ -409,6 +411,7 @@ class IdentifiedParameter:
     sigma: float
     combination: list[tuple[str, float]] = field(default_factory=list)
     note: str = ""
+    scale: float = math.nan            # its natural size (parameter_scales)
 
     @property
     def name(self) -> str:
@@ -458,8 +461,8 @@ def base_parameters(H: np.ndarray, tolerance: float, scales: np.ndarray | None =
     """The identified indices: a greedy search in index order over H scaled to unit diagonal;
     a parameter joins when 1 - its squared multiple correlation with those already chosen (the
     share of its information they do not explain) exceeds ``tolerance`` and (``scales``) its
-    standard deviation beside them, 1 / sqrt(H_jj (1 - R^2)), is below its scale. A parameter
-    with no information at all never joins."""
+    standard deviation beside them, 1 / sqrt(H_jj (1 - R^2)), is below :data:`IDENTIFIED_SHARE`
+    of its scale. A parameter with no information at all never joins."""
     p = H.shape[0]
     d = np.diag(H).copy()
     top = max(float(d.max()) if p else 0.0, 1e-300)
@@ -479,7 +482,7 @@ def base_parameters(H: np.ndarray, tolerance: float, scales: np.ndarray | None =
                 continue
         else:
             explained = 0.0
-        if scales is not None and not 1.0 / math.sqrt(d[j] * (1.0 - explained)) < scales[j]:
+        if scales is not None and not 1.0 / math.sqrt(d[j] * (1.0 - explained)) < IDENTIFIED_SHARE * scales[j]:
             continue
         chosen.append(int(j))
     return np.asarray(chosen, int)
@@ -487,9 +490,12 @@ def base_parameters(H: np.ndarray, tolerance: float, scales: np.ndarray | None =
 
 NO_INFORMATION = 1e-14
 """A parameter whose information is below this share of the largest has none at all."""
+IDENTIFIED_SHARE = 0.01
+"""A parameter is identified when the recording determines it (its standard deviation beside
+the ones chosen before it) to this share of its natural size (:func:`parameter_scales`)."""
 NO_INFORMATION_NOTE = "the recording carries no information about it"
 COMBINATION_NOTE = "moves only with the identified ones (a combination of them)"
-WEAK_NOTE = "the recording tells too little about it (a standard deviation above its natural size)"
+WEAK_NOTE = "the recording tells too little about it (a standard deviation above 1 % of its natural size)"
 
 
 class Identifier:
@@ -663,7 +669,7 @@ class Identifier:
                 terms = [(self.parameters[u].name, float(comb[k, m])) for m, u in enumerate(U)
                          if abs(comb[k, m]) > COMBINATION_CUTOFF * max(1.0, big)]
                 out.append(IdentifiedParameter(par, True, par.nominal + float(best.theta[j]),
-                                               float(math.sqrt(max(cov[k, k], 0.0))), terms))
+                                               float(math.sqrt(max(cov[k, k], 0.0))), terms, "", float(self.scales[j])))
             else:
                 if not H[j, j] > NO_INFORMATION * top:
                     note = NO_INFORMATION_NOTE
@@ -671,7 +677,7 @@ class Identifier:
                     c = H[I, j]
                     unexplained = 1.0 - float(c @ np.linalg.solve(HI, c)) / H[j, j]
                     note = COMBINATION_NOTE if unexplained <= self.options.rank_tolerance else WEAK_NOTE
-                out.append(IdentifiedParameter(par, False, par.nominal, math.nan, [], note))
+                out.append(IdentifiedParameter(par, False, par.nominal, math.nan, [], note, float(self.scales[j])))
         K = sum(X.shape[0] for X in best.X)
         return IdentificationResult(out, cov, passes, converged, first, best, self.groups, self.note, wall, cpu, K,
                                     K / self.cfg.keyframe_rate, list(self.mech.joint_names))

@@ -144,10 +144,10 @@ def test_at_zero_the_parametric_rows_are_the_configs():
 def test_base_parameters_of_known_information_matrices():
     rng = np.random.default_rng(0)
     A = rng.standard_normal((50, 4))
-    A = np.column_stack([A[:, 0], A[:, 1], A[:, 0] + 2 * A[:, 1], np.zeros(50), A[:, 2], 1e3 * A[:, 3]])
+    A = 100 * np.column_stack([A[:, 0], A[:, 1], A[:, 0] + 2 * A[:, 1], np.zeros(50), A[:, 2], 1e3 * A[:, 3]])
     H = A.T @ A
     assert list(base_parameters(H, 1e-6)) == [0, 1, 4, 5]       # the combination and the empty column out
-    # a parameter whose standard deviation would exceed its scale stays out
+    # a parameter whose standard deviation would exceed 1 % of its scale stays out
     scales = np.array([1.0, 1.0, 1.0, 1.0, 1e-3, 1.0])
     assert list(base_parameters(H, 1e-6, scales)) == [0, 1, 5]
 

@@ -1,0 +1,69 @@
+"""The identified parameters written into a copy of the rig config: the numbers change or are
+added where the parameters belong, everything else (comments, order, layout) is kept byte for
+byte, the written file loads, and what the config cannot hold is written as the nearest it can
+and reported."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from conftest import CONFIG
+from support.identification_rigs import write_configs
+from support.simulations import config_mechanism
+from mbfg_ros.model.mechanism import load_mechanism
+from mbfg_ros.model.parameters import model_parameters
+from mbfg_ros.replay.identified_config import write_identified_config
+
+
+def by_name(mech) -> dict:
+    return {p.name: p for p in model_parameters(mech)}
+
+
+def test_joint_and_encoder_fields_are_written_with_the_comments_kept(tmp_path):
+    nominal, _ = write_configs(tmp_path)
+    mech = load_mechanism(nominal)
+    p = by_name(mech)
+    out = tmp_path / "identified.yaml"
+    values = {p["pivot.viscous"]: 0.0703, p["pivot.offset"]: 0.0497, p["pivot_encoder.offset"]: 0.0101,
+              p["pivot.coulomb"]: -0.01}
+    changed, notes = write_identified_config(nominal, out, values, note="identified\nby a test")
+    assert set(changed) == {"joints.pivot.viscous", "joints.pivot.coulomb", "joints.pivot.offset",
+                            "sensors.encoders[pivot_encoder].offset"}
+    assert notes == ["pivot.coulomb: identified -0.01, written as 0 (the config holds it at or above 0)"]
+    text = out.read_text()
+    assert text.startswith("# identified\n# by a test\n")
+    for line in nominal.read_text().splitlines():
+        if "pivot" not in line:
+            assert line in text.splitlines(), line
+    assert "# the drive" in text and "dynamics: 0.05          # N m" in text
+    new = by_name(load_mechanism(out))
+    assert new["pivot.viscous"].nominal == 0.0703 and new["pivot.offset"].nominal == 0.0497
+    assert new["pivot.coulomb"].nominal == 0.0 and new["pivot_encoder.offset"].nominal == 0.0101
+    assert new["pivot.armature"].nominal == 0.01                      # not identified: as it was
+
+
+def test_gyro_load_cell_and_new_joint_fields_and_the_urdf(tmp_path):
+    src = tmp_path / "rig.yaml"
+    shutil.copy(CONFIG / "spatial_rsur.yaml", src)
+    text = src.read_text().replace("../urdf/spatial_rsur.urdf", str(CONFIG.parent / "urdf" / "spatial_rsur.urdf"))
+    src.write_text(text)
+    mech = load_mechanism(src)
+    p = by_name(mech)
+    urdf = tmp_path / "new.urdf"
+    shutil.copy(mech.config.urdf, urdf)
+    values = {p["coupler_gyro.scale_y"]: 1.02, p["coupler_gyro.bias_z"]: -0.003,
+              p["coupler_axial.offset"]: 0.5, p["coupler_axial.scale"]: 0.97, p["rocker_joint.viscous"]: 0.2}
+    changed, _ = write_identified_config(src, tmp_path / "out.yaml", values, urdf=urdf)
+    assert "mechanism.urdf" in changed and "joints.rocker_joint.viscous" in changed
+    out = load_mechanism(tmp_path / "out.yaml")
+    g, c = out.config.sensors.gyros[0], out.config.sensors.load_cells[0]
+    assert g.scale == (1.0, 1.02, 1.0) and g.bias == (0.0, 0.0, -0.003)
+    assert c.offset == 0.5 and c.scale == 0.97
+    assert out.config.joint("rocker_joint").viscous == 0.2
+    assert out.config.urdf == urdf.resolve()
+    assert "urdf: new.urdf" in (tmp_path / "out.yaml").read_text()
+    old_lines = [ln for ln in text.splitlines() if ln.strip().startswith("#")]
+    new_text = (tmp_path / "out.yaml").read_text()
+    assert all(ln in new_text for ln in old_lines)                       # every comment line kept
+    assert config_mechanism("spatial_rsur").config.sensors.gyros[0].scale == (1.0, 1.0, 1.0)
