@@ -24,14 +24,24 @@ at states solved for the parameters: variable projection); it stops when no para
 more than ``tolerance`` of its standard deviation. The standard deviations are the square roots
 of the diagonal of the inverse information (the Cramer-Rao bound of the model with its noises).
 
+The equations of motion are trusted to ``model_accuracy`` of each joint's effort (a per-joint
+noise, the weights the parametric model multiplies its equations of motion by, appended to the
+parameter vector so that no function is built again): with the estimator's loose dynamics
+noise the smoothed accelerations follow the encoders' noise, and the parameters a regression of
+the efforts on them gives are biased towards smaller inertias (errors in variables); with the
+model trusted they follow the model and the efforts. The first pass, at the config's noise and
+values, gives the fit "before" and each joint's effort RMS.
+
 Which parameters a recording identifies (the base parameters): the information matrix scaled to
 unit diagonal is searched in the order of the parameter list (inertias, friction, armature,
 offsets, sensors); a parameter joins the identified set when the share of its information the
 set already chosen does not explain is above ``rank_tolerance`` (it is not, up to that, a
-linear combination of them). The others stay at the config's values and are named with the
-combination they move in: an identified parameter then stands for itself plus the listed
-multiples of the unidentified ones' errors (e.g. the first joint's armature and its link's
-inertia about the joint's axis, which only their sum enters).
+linear combination of them) and its standard deviation beside them is below
+:data:`IDENTIFIED_SHARE` of its natural size (:func:`parameter_scales`). The others stay at the
+config's values and are named with why: no information, a combination of the identified ones
+(an identified parameter then stands for itself plus the listed multiples of the unidentified
+ones' errors, e.g. the first joint's armature and its link's inertia about the joint's axis,
+which only their sum enters), or too little information.
 """
 from __future__ import annotations
 
@@ -47,7 +57,8 @@ import scipy.linalg
 
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.estimation.layout import StateLayout
-from mbfg_ros.estimation.offline_smoother import (OfflineSmoother, Readings, SmoothingOptions,
+from mbfg_ros.estimation.mapped_function import mapped_function
+from mbfg_ros.estimation.offline_smoother import (MAP_BLOCK, OfflineSmoother, Readings, SmoothingOptions,
                                                    SolvedWindow)
 from mbfg_ros.estimation.smoother import key
 from mbfg_ros.estimation.step_function import StepFunction
@@ -165,13 +176,18 @@ def parameter_scales(mech: Mechanism, parameters: list[Parameter], p: "Pass") ->
 
 
 def default_groups(mech: Mechanism) -> tuple[tuple[str, ...], str]:
-    """The groups identified by default and, when the dynamics groups are left out, why."""
+    """The groups identified by default and, when the dynamics groups are left out, why: they
+    need every driving effort known or measured (an ``unknown`` input is measured by an
+    actuator load cell on its joint)."""
     have = {"encoder": bool(mech.encoders), "gyro": bool(mech.gyros), "load_cell": bool(mech.load_cells)}
     groups = [g for g in GROUPS if have.get(g, True)]
-    if mech.input_joints:
-        note = (f"the effort of {', '.join(mech.input_joints)} is estimated (actuation: unknown), not "
-                "measured: the inertias, friction, armature and offsets need every driving effort known "
-                "(actuation: known, or `mbfg identify --known-inputs` with the measured effort in the recording)")
+    measured = {c.config.joint for c in mech.load_cells if c.config.measures == "actuator"}
+    free = [j for j in mech.input_joints if j not in measured]
+    if free:
+        note = (f"the effort of {', '.join(free)} is estimated (actuation: unknown), not measured: the inertias, "
+                "friction, armature and offsets need every driving effort known or measured (actuation: known, "
+                "`mbfg identify --known-inputs` with the measured effort in the recording, or an actuator load "
+                "cell on the joint)")
         return tuple(g for g in groups if g not in DYNAMICS_GROUPS), note
     return tuple(groups), ""
 
@@ -237,6 +253,31 @@ def state_covariances(conditionals: list[tuple[int, np.ndarray, np.ndarray]]) ->
     return cov
 
 
+class StepLinearization:
+    """The rows, the state Jacobian [J0 J1] and the parameter Jacobian of many steps, from the
+    step function's compiled rows (its first, second and sixth outputs) mapped over blocks of
+    :data:`~.offline_smoother.MAP_BLOCK` steps (``Function.map``)."""
+
+    def __init__(self, rows) -> None:
+        self.D, self.R, self.p = rows.dim, rows.R, rows.parameters
+        self.B = MAP_BLOCK
+        self.f = mapped_function(rows.compiled or rows.fn, self.B)
+
+    def rows(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray):
+        N, B, D, R, p = X0.shape[0], self.B, self.D, self.R, self.p
+        r, Jt, Jth = np.empty((N, R)), np.empty((N, 2 * D, R)), np.empty((N, p, R))
+        for s in range(0, N, B):
+            e = min(N, s + B)
+            c = e - s
+            idx = np.minimum(np.arange(s, s + B), e - 1)          # (a short block padded with its last step)
+            out = self.f(X0[idx].T, X1[idx].T, P[idx].T)
+            r[s:e] = np.asarray(out[0]).T[:c]
+            # column-major (R, 2D B) and (R, p B): block b's Jacobian is columns b*2D .. (b+1)*2D
+            Jt[s:e] = np.asarray(out[1]).T.reshape(B, 2 * D, R)[:c]
+            Jth[s:e] = np.asarray(out[5]).T.reshape(B, p, R)[:c]
+        return r, Jt, Jth
+
+
 class _Information:
     """Accumulates a pass's reduced information over the smoother's windows (see the module
     docstring, step 2): a GTSAM graph per block of steps, the keyframes eliminated in chain
@@ -268,7 +309,7 @@ class _Information:
             A = np.vstack((S, (Jt[0, :D, H:] + Jt[0, D:, H:]).T))
             At = np.vstack((np.zeros((S.shape[0], self.p)), Jth[0, :, H:].T))
             b = -np.concatenate((S @ (X[s0] - mean), r[0, H:]))
-            self._tally(r[0:1, H:], P[s0:s0 + 1], head=True)
+            self._tally(r[0:1, H:], P[s0:s0 + 1], X[s0:s0 + 1], head=True)
             self.cost += float(b @ b)
             self.rows += b.size
             self.carried = gtsam.JacobianFactor(key(k0), A, THETA, At, b, self._unit(b.size))
@@ -286,12 +327,10 @@ class _Information:
             self._block(w, b0, b1)
 
     def _rows(self, w: SolvedWindow, X0, X1, P):
-        """Rows, state Jacobians and parameter Jacobians of the steps (X0[i] -> X1[i], P[i])."""
-        N = X0.shape[0]
-        R, D = w.steps.R, w.steps.D
-        r, Jt, Jth = np.empty((N, R)), np.empty((N, 2 * D, R)), np.empty((N, self.p, R))
-        w.steps.evaluate(np.ascontiguousarray(X0), np.ascontiguousarray(X1), np.ascontiguousarray(P), r, Jt, Jth)
-        return r, Jt, Jth
+        """Rows, state Jacobians and parameter Jacobians of the steps (X0[i] -> X1[i], P[i]):
+        r (N, R), Jt (N, 2D, R), Jt_theta (N, p, R), from the window's step function mapped over
+        blocks of steps."""
+        return self.ident.linearization().rows(X0, X1, P)
 
     @staticmethod
     def _unit(n: int):
@@ -310,7 +349,7 @@ class _Information:
         X, P = w.X, w.P
         D = X.shape[1]
         r, Jt, Jth = self._rows(w, X[b0 - 1:b1 - 1], X[b0:b1], P[b0:b1])
-        self._tally(r, P[b0:b1], head=False)
+        self._tally(r, P[b0:b1], X[b0:b1], head=False)
         self.cost += float(np.einsum("kr,kr->", r, r))
         self.rows += r.size
         g = gtsam.GaussianFactorGraph()
@@ -363,20 +402,24 @@ class _Information:
         self.carried = gtsam.HessianFactor(k, THETA, L[:D, :D], L[:D, D:], eta[:D], L[D:, D:], eta[D:], c)
         self.carried_key, self.carried_at = k, x.copy()
 
-    def _tally(self, r: np.ndarray, P: np.ndarray, head: bool) -> None:
-        """Whitened sums of squares of the dynamics rows per joint and of each sensor's rows."""
+    def _tally(self, r: np.ndarray, P: np.ndarray, X: np.ndarray, head: bool) -> None:
+        """Whitened sums of squares of the dynamics rows per joint and of each sensor's rows,
+        and of the efforts (known, and the estimated inputs)."""
         ident = self.ident
-        L = ident.smoother.fn_layout
+        L, lay = ident.smoother.fn_layout, ident.smoother.lay
         off = L.head if head else 0
         if L.dynamics_rows:
             d = r[:, L.dynamics_start - off:L.dynamics_start - off + L.dynamics_rows]
-            tau = P[:, L.tau] if L.tau is not None else None
+            tau = np.zeros((r.shape[0], lay.n))
+            if L.tau is not None:
+                tau += P[:, L.tau]
+            if lay.n_u:
+                tau += X[:, lay.U] @ ident.mech.B.T
             for j, name in enumerate(ident.mech.joint_names):
                 f = self.fits[f"dynamics:{name}"]
                 f.sum_squares += float(d[:, j] @ d[:, j])
                 f.count += d.shape[0]
-                if tau is not None:
-                    f.effort_squares += float(tau[:, j] @ tau[:, j])
+                f.effort_squares += float(tau[:, j] @ tau[:, j])
         for b in L.blocks:
             f = self.fits[b.sensor.name]
             rows = r[:, b.rows.start - off:b.rows.stop - off]
@@ -528,6 +571,14 @@ class Identifier:
     def head(self, w: SolvedWindow) -> int:
         return self.smoother.fn_layout.head
 
+    def linearization(self) -> StepLinearization:
+        """The mapped linearisation of the step function the smoother uses now (one with more
+        reading slots for a recording that needs them)."""
+        rows = self.smoother.fn_step
+        if getattr(self, "_linearized", (None, None))[0] is not rows.fn:
+            self._linearized = (rows.fn, StepLinearization(rows))
+        return self._linearized[1]
+
     def empty_fits(self) -> dict[str, RowFit]:
         from mbfg_ros.replay.residuals import load_cell_unit
         mech, nz = self.mech, self.cfg.noise
@@ -644,8 +695,9 @@ class Identifier:
         return best, passes, False
 
     def _tight_noise(self, p: Pass) -> np.ndarray:
-        """Each joint's dynamics noise to start from: ``model_accuracy`` of the RMS of its known
-        effort (of the largest one for a joint without a known effort), at most the config's."""
+        """Each joint's dynamics noise: ``model_accuracy`` of the RMS of its effort (known, or
+        its estimated input; the largest one for a joint without an effort), at most the
+        config's."""
         fits = [p.fits[f"dynamics:{j}"] for j in self.mech.joint_names]
         largest = max([f.effort_rms for f in fits if f.effort_rms > 0] or [self.cfg.noise.dynamics])
         kappa = self.options.model_accuracy

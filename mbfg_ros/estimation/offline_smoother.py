@@ -101,14 +101,13 @@ class Readings:
 class SolvedWindow:
     """A window at its solution, as :attr:`OfflineSmoother.window_solved` gets it: its first
     keyframe, states X (K, D), step parameters P (K, P), prior (mean, square-root
-    information) on X[0], the rows of X it settles (``settled``) and the mapped step function
-    that linearised it (``steps``)."""
+    information) on X[0], the rows of X it settles (``settled``); the step function that
+    linearised it is the smoother's ``fn_step`` / ``fn_layout``."""
     first: int
     X: np.ndarray
     P: np.ndarray
     prior: tuple[np.ndarray, np.ndarray]
     settled: slice
-    steps: "MappedSteps"
 
 
 class NoFiniteReadings(ValueError):
@@ -152,8 +151,7 @@ class MappedSteps:
     """The step function evaluated over a block of keyframes in one call (``Function.map``).
 
     Inputs are (B, D), (B, D), (B, P) arrays; outputs r (B, R) and Jt (B, 2D, R) (row i of Jt
-    holds J0 then J1 transposed, as :class:`~.step_function.CompiledRows` stores them), and for
-    a step function with constant parameters, on request, their Jacobian Jt_theta (B, p, R)."""
+    holds J0 then J1 transposed, as :class:`~.step_function.CompiledRows` stores them)."""
 
     def __init__(self, fn: StepFunction, block: int = MAP_BLOCK, threads: int = 1) -> None:
         rows = fn.step
@@ -172,14 +170,12 @@ class MappedSteps:
             self._buf.set_res(i, memoryview(a))
 
     def evaluate(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, r_out: np.ndarray,
-                 Jt_out: np.ndarray, Jt_theta_out: np.ndarray | None = None) -> None:
+                 Jt_out: np.ndarray) -> None:
         """Rows of N steps into r_out (N, R) and Jt_out (N, 2D, R) (all C-contiguous float64:
-        full blocks are evaluated in place, without copies); ``Jt_theta_out`` (N, p, R): also
-        the Jacobian with respect to the model's constant parameters (the step function's sixth
-        output, :attr:`~.step_function.StepLayout.theta`)."""
+        full blocks are evaluated in place, without copies)."""
         N, B = X0.shape[0], self.B
         buf = self._buf
-        arrays = (X0, X1, P, r_out, Jt_out) + ((Jt_theta_out,) if Jt_theta_out is not None else ())
+        arrays = (X0, X1, P, r_out, Jt_out)
         direct = all(a.flags.c_contiguous and a.dtype == np.float64 for a in arrays)
         for s in range(0, N, B):
             e = min(N, s + B)
@@ -189,8 +185,6 @@ class MappedSteps:
                     buf.set_arg(i, memoryview(a[s:e]))
                 buf.set_res(0, memoryview(r_out[s:e]))
                 buf.set_res(1, memoryview(Jt_out[s:e]))
-                if Jt_theta_out is not None:
-                    buf.set_res(5, memoryview(Jt_theta_out[s:e]))
                 self._eval()
                 continue
             self._load(X0, X1, P, s, e)
@@ -198,20 +192,14 @@ class MappedSteps:
             self._eval()
             r_out[s:e] = self.r[:c]
             Jt_out[s:e] = self.Jt[:c]
-            if Jt_theta_out is not None:
-                Jt_theta_out[s:e] = self._extra[3].reshape(B, -1, self.R)[:c]
-        self._bind_scratch()
 
     def _bind_scratch(self) -> None:
-        """The mapped function reads the scratch block and writes its rows and Jacobians (and
-        its other outputs) there."""
+        """The mapped function reads the scratch block and writes its rows and Jacobians."""
         buf = self._buf
         for i, a in enumerate((self.x0, self.x1, self.p)):
             buf.set_arg(i, memoryview(a))
         buf.set_res(0, memoryview(self.r))
         buf.set_res(1, memoryview(self.Jt))
-        for i, a in enumerate(self._extra, start=2):
-            buf.set_res(i, memoryview(a))
 
     def _load(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, s: int, e: int) -> None:
         """Steps s..e-1 into the scratch block, padded with the last step (results ignored)."""
@@ -674,7 +662,7 @@ class OfflineSmoother:
             keep_from = a if a == 0 else a + (O - O // 2)
             keep_from = max(keep_from, 0)
             if self.window_solved is not None:
-                self.window_solved(SolvedWindow(a, X, P, prior, slice(keep_from - a, keep_to - a), self._mapped))
+                self.window_solved(SolvedWindow(a, X, P, prior, slice(keep_from - a, keep_to - a)))
             self.timings["total"] = time.perf_counter() - w0
             result.cpu = time.process_time() - c0
             yield keep_from, X[keep_from - a:keep_to - a].copy(), result
