@@ -17,7 +17,7 @@ from mbfg_ros.estimation.identification import (COMBINATION_NOTE, NO_INFORMATION
                                                  default_groups, identify)
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.step_function import StepFunction
-from mbfg_ros.model.config import RobustLossConfig, load_rig_config
+from mbfg_ros.model.config import JointConfig, LoadCellConfig, RobustLossConfig, load_rig_config
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.parameters import DYNAMICS_GROUPS, ParametricMechanism, model_parameters
 
@@ -157,6 +157,16 @@ def test_unknown_inputs_leave_the_dynamics_out(pendulum):
     groups, note = default_groups(mech)
     assert not set(groups) & set(DYNAMICS_GROUPS) and "unknown" in note
     assert Identifier(mech).groups == ("encoder",)
+
+
+def test_an_actuator_load_cell_measures_an_unknown_input():
+    base = config_mechanism("four_bar").config       # the crank's effort unknown, a load cell on it
+    cells = base.sensors.load_cells + (LoadCellConfig("crank_motor", "actuator", 0.1, "/a", joint="crank_joint"),)
+    mech = Mechanism(dataclasses.replace(
+        base, joints={**base.joints, "crank_joint": JointConfig("crank_joint", actuation="unknown")},
+        sensors=dataclasses.replace(base.sensors, load_cells=cells)))
+    groups, note = default_groups(mech)
+    assert set(DYNAMICS_GROUPS) <= set(groups) and "load_cell" in groups and note == ""
 
 
 def test_bad_options_are_refused(pendulum):
