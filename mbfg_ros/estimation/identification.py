@@ -63,7 +63,7 @@ from mbfg_ros.estimation.offline_smoother import (MAP_BLOCK, OfflineSmoother, Re
 from mbfg_ros.estimation.smoother import key
 from mbfg_ros.estimation.step_function import StepFunction
 from mbfg_ros.model.config import EstimatorConfig, ModelErrorConfig
-from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.mechanism import Mechanism, load_cell_unit
 from mbfg_ros.model.parameters import DYNAMICS_GROUPS, GROUPS, ParametricMechanism, Parameter, model_parameters
 
 THETA = gtsam.symbol("p", 0)
@@ -580,8 +580,7 @@ class Identifier:
         return self._linearized[1]
 
     def empty_fits(self) -> dict[str, RowFit]:
-        from mbfg_ros.replay.residuals import load_cell_unit
-        mech, nz = self.mech, self.cfg.noise
+        mech = self.mech
         fits: dict[str, RowFit] = {}
         for i, name in enumerate(mech.joint_names):
             unit = "N m" if mech.angular[i] else "N"

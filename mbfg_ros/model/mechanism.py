@@ -708,6 +708,14 @@ def _reaction_on_a(groups, frames, lam):
     return f, t
 
 
+def load_cell_unit(mech: Mechanism, k: int) -> str:
+    """N or N m: a force component, or an actuator effort of a prismatic joint, is in N."""
+    c = mech.load_cells[k].config
+    if c.measures == "actuator":
+        return "N m" if mech.angular[mech.index[c.joint]] else "N"
+    return "N" if c.component == "force" else "N m"
+
+
 def load_mechanism(config_path: str | Path, **overrides) -> Mechanism:
     """Load a mechanism config file and compile its Mechanism."""
     cfg = load_rig_config(config_path)

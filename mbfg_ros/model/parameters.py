@@ -32,7 +32,7 @@ import casadi as ca
 import numpy as np
 
 from mbfg_ros.errors import ConfigError
-from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.mechanism import Mechanism, load_cell_unit
 from mbfg_ros.model.symbolic import SymbolicMechanism, _Inertia
 
 GROUPS = ("inertia", "friction", "armature", "offset", "encoder", "gyro", "load_cell")
@@ -75,17 +75,8 @@ def body_parameters(I: _Inertia) -> np.ndarray:
     return np.array([I.m, *I.h] + [I.Io[a, b] for a, b in _SYMMETRIC])
 
 
-def body_inertia(p: np.ndarray) -> _Inertia:
-    """(m, h, Io) of the 10 standard inertial parameters (any array type that indexes)."""
-    Io = np.zeros((3, 3))
-    for k, (a, b) in enumerate(_SYMMETRIC):
-        Io[a, b] = Io[b, a] = p[4 + k]
-    return _Inertia(float(p[0]), np.array([p[1], p[2], p[3]], float), Io)
-
-
 def model_parameters(mech: Mechanism, groups: tuple[str, ...] = GROUPS) -> list[Parameter]:
     """The rig's parameters of ``groups`` (see the module docstring), in :data:`GROUPS` order."""
-    from mbfg_ros.replay.residuals import load_cell_unit     # (the replay's unit names)
     for g in groups:
         if g not in GROUPS:
             raise ConfigError(f"unknown parameter group {g!r} (groups: {', '.join(GROUPS)})")

@@ -33,7 +33,7 @@ import numpy as np
 from mbfg_ros.model.channels import command_channel
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.step_function import hermite
-from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.mechanism import Mechanism, load_cell_unit
 from mbfg_ros.replay.estimate_log import EstimateSeries
 
 DEFAULT_MAX_SAMPLES = 20_000
@@ -131,14 +131,6 @@ class Residuals:
                 "mean": r.mean(axis=0).tolist(), "rms": np.sqrt((r * r).mean(axis=0)).tolist(),
                 "rms_sigma": (np.sqrt((r * r).mean(axis=0)) / self.sigma).tolist(),
                 "beyond_3_sigma": float(np.mean(np.abs(r) > 3 * self.sigma))}
-
-
-def load_cell_unit(mech: Mechanism, k: int) -> str:
-    """N or N m: a force component, or an actuator effort of a prismatic joint, is in N."""
-    c = mech.load_cells[k].config
-    if c.measures == "actuator":
-        return "N m" if mech.angular[mech.index[c.joint]] else "N"
-    return "N" if c.component == "force" else "N m"
 
 
 def _state_at(est: EstimateSeries, t: np.ndarray, era: np.ndarray, predicted: bool = False):

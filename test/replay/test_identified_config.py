@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
-
 from conftest import CONFIG
 from support.identification_rigs import write_configs
 from support.simulations import config_mechanism
