@@ -1137,9 +1137,8 @@ def estimate_forces(mech: Mechanism, data, e: Estimate, tau: np.ndarray) -> Forc
     closures = [ClosureForce(c.name, c.frame_b, f, tq) for c, (f, tq) in
                 zip(mech.closure_configs, mech.closure_wrenches_in_frame_b(data, e.q, e.lam))]
     cells = {}
-    for k, cell in enumerate(mech.load_cells):
-        cells[cell.config.name] = mech.load_cell(data, k, e.q, e.v, e.a, e.lam, e.u, tau,
-                                                  derivatives=False)[0]
+    for cell in mech.load_cells:
+        cells[cell.config.name] = float(cell.value(mech, data, e.q, e.v, e.a, e.lam, e.u, tau)[0])
     act = set(mech.input_joints) | set(mech.known_input_joints)
     efforts = {name: float(e.effort[mech.index[name]]) for name in mech.joint_names if name in act}
     return Forces(closures, cells, efforts)

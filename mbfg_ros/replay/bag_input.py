@@ -113,12 +113,7 @@ MAX_LAYOUTS = 4
 
 def route_sensors(route: TopicRoute) -> tuple[str, ...]:
     """The sensor names (and ``command:<joint>``) a topic feeds."""
-    out = list(route.encoders.values()) + list(route.commands.values())
-    if route.gyro:
-        out.append(route.gyro)
-    if route.load_cell:
-        out.append(route.load_cell)
-    return tuple(out)
+    return route.sensors
 
 
 def parse_remap(items: list[str] | None, mech: Mechanism) -> dict[str, str]:
