@@ -187,7 +187,8 @@ def run(args: argparse.Namespace) -> int:
         progress=show is None and sys.stderr.isatty(), duration=scenario.duration)
     t3 = time.perf_counter()
     truth_mech = trajectory.mechanism
-    conservative = not truth_mech.has_friction and not InputProfile(truth_mech, scenario).active
+    conservative = (not truth_mech.has_friction and not (truth_mech.springs and truth_mech.springs.damped)
+                    and not InputProfile(truth_mech, scenario).active)
     facts = {
         "bag": str(out), "storage": args.storage, "config": str(args.config),
         "duration": scenario.duration, "epoch": args.epoch,
@@ -197,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
         "scenario": scenario.describe(), "sensor_options": _options_facts(options),
         "input_joints": {"known": list(truth_mech.known_input_joints), "unknown": list(truth_mech.input_joints)},
         "conservative": conservative,
-        "energy_drift": trajectory.energy_drift() if conservative else None,
+        "energy_drift": trajectory.energy_drift(),
         "max_closure_residual": float(trajectory.closure_residual().max()),
         "max_integrator_drift": trajectory.stats.max_drift,
         "rhs_evaluations": trajectory.stats.rhs_evaluations,
@@ -249,8 +250,8 @@ def format_summary(f: dict) -> str:
         f"Faults: noise {'on' if so['noise'] else 'off'}, quantize {'on' if so['quantize'] else 'off'}, "
         f"gyro bias {so['gyro_bias']:g} rad/s{' + walk' if so['gyro_bias_walk'] else ''}, jitter {so['jitter']:g} s, "
         f"delay {so['delay']:g} s, dropout {so['dropout']:g}, outliers {so['outlier_rate']:g}")
-    drift = (f"energy drift {f['energy_drift']:.2e} (relative)" if f["energy_drift"] is not None
-             else "energy drift n/a (friction or inputs)")
+    drift = (f"energy drift {f['energy_drift']:.2e} (relative" + (")" if f["conservative"] else
+             ", net of the inputs' work and what friction and dampers dissipated)"))
     lines.append(f"Accuracy: max closure residual {f['max_closure_residual']:.2e}, {drift}")
     w = f["wall_times"]
     lines.append(f"Wall time: {f['wall_time']:.2f} s (integration {w['integration']:.2f} s, sensors and "

@@ -1,12 +1,12 @@
 """The constrained equations of motion, evaluated lean for the simulator's integrator.
 
 Same physics as :meth:`Mechanism.forward_dynamics` (pinocchio's CRBA and RNEA, the model's
-closure rows and friction), but without any derivative: the mass matrix M(q), the bias
+closure rows, friction and springs), but without any derivative: the mass matrix M(q), the bias
 h(q, v) (Coriolis, centrifugal, gravity), the closure rows Phi(q), their Jacobian Phi_q and the
 acceleration bias gamma = (Phi_q)' v (the closure rows' second time derivative at zero
 acceleration, from pinocchio's second-order kinematics at a = 0). The KKT system
 
-    [M       -Phi_q^T] [a  ]   [tau + B u - h - F(v)                         ]
+    [M       -Phi_q^T] [a  ]   [tau + B u - h - F(v) + Q_s (the springs)     ]
     [Phi_q    0      ] [lam] = [-gamma - 2 w Phi' - w^2 Phi  (Baumgarte, w >= 0)]
 
 is solved in the least-squares sense (rank-revealing, so redundant closure rows are fine), as
@@ -147,6 +147,8 @@ class ConstrainedDynamics:
         rhs = -pin.nonLinearEffects(model, d, q, v)
         if mech.has_friction:
             rhs -= mech.friction(v)[0]
+        if mech.springs:
+            rhs += mech.springs.generalized_force(model, d, q, v)
         if tau is not None:
             rhs += tau
         if u is not None and mech.n_u:
