@@ -32,7 +32,7 @@ def _states(mech, seed):
     return rng.uniform(-1.0, 1.0, mech.n), rng.standard_normal(mech.n) * 3.0
 
 
-@pytest.mark.parametrize("rig", ["all_kinds"])
+@pytest.mark.parametrize("rig", ["iftomm/a03_andrews", "all_kinds"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_generalized_force_derivatives_match_finite_differences(rig, seed, all_kinds_springs):
     mech = all_kinds_springs if rig == "all_kinds" else config_mechanism(rig)

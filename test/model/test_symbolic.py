@@ -19,7 +19,7 @@ from mbfg_ros.model.symbolic import SymbolicMechanism, function
 from support.simulations import config_mechanism
 
 RIGS = ["four_bar", "four_bar_gyro", "five_bar", "five_bar_gyro", "slider_crank", "spatial_rsur", "arm6",
-        "pendulum", "spring_mass"]
+        "pendulum", "spring_mass", "iftomm/a03_andrews", "iftomm/a02_n2", "iftomm/a04_bricard"]
 
 
 def _close(a, b, tol, what):
