@@ -200,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
         "conservative": conservative,
         "energy_drift": trajectory.energy_drift(),
         "max_closure_residual": float(trajectory.closure_residual().max()),
+        "singular_passages": [{"t": t, "ratio": r} for t, r in trajectory.singular_passages()],
         "max_integrator_drift": trajectory.stats.max_drift,
         "rhs_evaluations": trajectory.stats.rhs_evaluations,
         "wall_time": t3 - t0,
@@ -253,6 +254,10 @@ def format_summary(f: dict) -> str:
     drift = (f"energy drift {f['energy_drift']:.2e} (relative" + (")" if f["conservative"] else
              ", net of the inputs' work and what friction and dampers dissipated)"))
     lines.append(f"Accuracy: max closure residual {f['max_closure_residual']:.2e}, {drift}")
+    if f["singular_passages"]:
+        times = ", ".join(f"{p['t']:g}" for p in f["singular_passages"])
+        lines.append(f"Singular positions passed: {len(f['singular_passages'])} (the closure Jacobian's rank "
+                     f"collapsing: its smallest kept singular value below 1% of its initial one) at t = {times} s")
     w = f["wall_times"]
     lines.append(f"Wall time: {f['wall_time']:.2f} s (integration {w['integration']:.2f} s, sensors and "
                  f"truth {w['sensors_and_truth']:.2f} s, writing {w['writing']:.2f} s)")

@@ -34,9 +34,9 @@ from mbfg_ros.model.mechanism import Mechanism
 
 SINGULAR_CONDITION = 1e6
 """Largest condition number (largest / smallest non-zero singular value) of the closure
-Jacobian, and of its block on the dependent coordinates, at the initial pose. The simulator stops
-at the same ratio (``IntegratorOptions.singular_ratio`` 1e-6) when a run reaches a dead point.
-The example rigs are below 10; a dead centre or a toggle pose is above 1e7."""
+Jacobian, and of its block on the dependent coordinates, at the initial pose. (During a run the
+simulator passes singular positions: mbfg_ros/sim/constrained_dynamics.py.) The example rigs are
+below 10; a dead centre or a toggle pose is above 1e7."""
 
 RANK_TOLERANCE = 1e-9
 """Singular values below this fraction of the largest are zero (redundant closure rows)."""
