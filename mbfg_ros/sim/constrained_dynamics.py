@@ -61,9 +61,9 @@ rows (their multiplier is 0: the minimum-norm one)."""
 
 
 def proximal_weights(g: np.ndarray, mu: float, iterations: int) -> np.ndarray:
-    """(1 - (mu / (g + mu))^K) / g for the eigenvalues ``g`` (largest last, as eigh orders
-    them): K proximal-point iterations of G x = r from x = 0 in closed form; 0 where g is below
-    :data:`REDUNDANT` times the largest."""
+    """(1 - (m / (g + m))^K) / g for the eigenvalues ``g`` (largest last, as eigh orders them),
+    m = ``mu`` times the largest: K = ``iterations`` proximal-point iterations of G x = r from
+    x = 0 in closed form; 0 where g is below :data:`REDUNDANT` times the largest."""
     g_max = g[-1] if g.size else 0.0
     w = np.zeros_like(g)
     if not g_max > 0.0:
@@ -240,10 +240,3 @@ class ConstrainedDynamics:
             for _ in range(3):       # the damped step leaves (mu / g) of a well-conditioned row
                 v = v - self._min_norm(c.phi_q, c.phi_q @ v)
         return q, v, res
-
-    def singular_values(self, q: np.ndarray) -> np.ndarray:
-        """Singular values of Phi_q at q, largest first (empty for open chains); a value that
-        collapses to zero during a run marks a singular configuration."""
-        if not self.m:
-            return np.zeros(0)
-        return np.linalg.svd(self.closure_rows(q).phi_q, compute_uv=False)
