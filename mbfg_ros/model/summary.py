@@ -128,6 +128,8 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
         "dof_joints": list(mech.dof_names),
         "initial_q": [float(x) for x in q0],
         "initial_v": [float(x) for x in v0],
+        "springs": [{"name": sp.name, "frame_a": sp.frame_a, "frame_b": sp.frame_b, "stiffness": sp.stiffness,
+                     "rest_length": sp.rest_length, "damping": sp.damping} for sp in cfg.springs],
         "sensors": _sensor_facts(mech),
         "observable": obs.observable,
         "unobservable": obs.unobservable,
@@ -183,6 +185,9 @@ def format_summary(f: dict[str, Any]) -> str:
     if not f["closures"]:
         lines.append("  none (an open chain)")
     lines.append(f"Degrees of freedom: {f['dof']} (independent coordinates: {', '.join(f['dof_joints'])})")
+    for sp in f["springs"]:
+        lines.append(f"Spring {sp['name']}: {sp['frame_a']} -> {sp['frame_b']}, stiffness {sp['stiffness']:g} N/m, "
+                     f"rest length {sp['rest_length']:g} m, damping {sp['damping']:g} N s/m")
     lines.append(f"Sensors ({len(f['sensors'])}):")
     for s in f["sensors"]:
         if s["kind"] == "encoder":
