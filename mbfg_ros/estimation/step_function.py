@@ -14,7 +14,8 @@ Rows, in order:
 3. at x1: the loop closures at position, velocity and acceleration level and the equations of
    motion ``M a + h + F(v) - tau - B u - B_e e - Phi_q^T lam = 0`` (with the gravity / mass
    scale; e: the model-error forces, B_e the identity's columns of the coordinates they act
-   on, :func:`~mbfg_ros.estimation.layout.model_error_joints`);
+   on, :func:`~mbfg_ros.estimation.layout.model_error_joints`); on a rig whose closure rows are
+   redundant everywhere, a weak prior on every multiplier (``noise.multiplier``);
 4. every sensor reading of the step at its own stamp: the state is interpolated between the two
    keyframes (q quintic Hermite on q, v, a; v cubic Hermite on v, a; linear on the rest, see
    :func:`interpolate`) and the
@@ -46,6 +47,8 @@ from mbfg_ros.estimation.layout import StateLayout, model_error_joints
 from mbfg_ros.estimation.native_code import native
 from mbfg_ros.estimation.sensor_residuals import StateParts, sensor_residuals
 from mbfg_ros.estimation.sensor_streams import GAUSSIAN_MEAN_ABS, INNOVATION_CLIP, INNOVATION_RATE
+from mbfg_ros.errors import AssemblyError
+from mbfg_ros.model.assembly import generic_rank, initial_state
 from mbfg_ros.model.config import EstimatorConfig, RobustLossConfig
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.speed import integration_sigmas
@@ -75,6 +78,21 @@ def quintic(s):
     d = (-30 * s2 + 60 * s3 - 30 * s4, 1 - 18 * s2 + 32 * s3 - 15 * s4, s - 4.5 * s2 + 6 * s3 - 2.5 * s4,
          30 * s2 - 60 * s3 + 30 * s4, -12 * s2 + 28 * s3 - 15 * s4, 1.5 * s2 - 4 * s3 + 2.5 * s4)
     return b, d
+
+
+def redundant_closures(mech: Mechanism) -> bool:
+    """Whether the closure rows are redundant at a generic pose (rank below the row count: every
+    row of Bricard's mechanism; a planar pin in a spatial model of a planar linkage is not, its
+    rows are independent in the plane), judged at the config's assembled initial pose and the
+    generic poses near it (mbfg_ros.model.assembly.generic_rank)."""
+    if not mech.m:
+        return False
+    data = mech.create_data()
+    try:
+        q0, _ = initial_state(mech, data)
+        return generic_rank(mech, data, q0).closures < mech.m
+    except AssemblyError:
+        return False
 
 
 def interpolate_motion(q0, v0, a0, q1, v1, a1, s, h: float):
@@ -180,10 +198,12 @@ class StepLayout:
         self.acc = cfg.acceleration_constraints and m > 0
         self.closure_rows = ((3 if self.acc else 2) * m) if model_rows else 0
         self.dynamics_rows = n if model_rows else 0
+        # a weak prior on every multiplier where the closure rows are redundant everywhere
+        self.multiplier_rows = m if (model_rows and m and redundant_closures(mech)) else 0
         R = self.integration_rows + self.walk_rows
         self.phi = slice(R, R + (m if model_rows else 0))          # closure position rows
         self.dynamics_start = R + self.closure_rows                  # the equations-of-motion rows
-        R += self.closure_rows + self.dynamics_rows
+        R += self.closure_rows + self.dynamics_rows + self.multiplier_rows
         self.head = self.integration_rows + self.walk_rows          # rows that need x0
         self.blocks: list[SlotBlock] = []
         A = 0
@@ -336,6 +356,8 @@ class StepFunction:
         d = self.sym.dynamics_residual(z.q, z.v, z.a, z.lam, tau, z.u, z.gravity_scale, z.mass_scale,
                                        z.e if lay.n_e else None, model_error_joints(mech))
         out.append(d / nz.dynamics)
+        if L.multiplier_rows:
+            out.append(z.lam / nz.multiplier)
         return ca.vertcat(*out)
 
     def _random_walk_sigmas(self) -> np.ndarray:

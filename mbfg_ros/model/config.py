@@ -190,6 +190,9 @@ class NoiseConfig:
     input_random_walk: unknown inputs' random walk (N m per sqrt(s)).
     gravity_random_walk / mass_random_walk: slow parameters' random walk (per sqrt(s)).
     prior_*: the initial state's prior (loose).
+    multiplier: every closure multiplier's sigma (N or N m) on a rig whose closure rows are
+    redundant at every pose (Bricard's mechanism): there the rows leave a self-stress free, which
+    this weak prior holds at the least norm; unused on other rigs.
     """
     dynamics: float = 1.0
     integration_position: float = 1e-5
@@ -206,6 +209,7 @@ class NoiseConfig:
     prior_input: float = 100.0
     prior_gravity: float = 1.0
     prior_mass: float = 0.5
+    multiplier: float = 1e4
 
 
 @dataclass(frozen=True)

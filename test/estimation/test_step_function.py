@@ -320,3 +320,23 @@ def test_native_code_gives_the_virtual_machines_numbers():
     b = [v.copy() for v in nat.step(x0, x1, p)] + [nat.step.stats.copy()]
     for u, w in zip(a, b):
         np.testing.assert_allclose(u, w, rtol=1e-12, atol=1e-12)
+
+
+def test_multipliers_get_a_weak_prior_only_where_the_closure_rows_are_redundant_everywhere():
+    """Bricard's mechanism (five closure rows of rank 4 at every pose): rows lam / noise.multiplier
+    hold the self-stress the closures leave free; the four-bar (independent rows) has none."""
+    from conftest import CONFIG
+    from mbfg_ros.model.mechanism import load_mechanism
+    bricard = load_mechanism(CONFIG / "iftomm" / "a04_bricard_gyro.yaml")
+    for mech, rows in ((bricard, bricard.m), (config_mechanism("four_bar"), 0)):
+        cfg = mech.config.estimator
+        lay = StateLayout.for_mechanism(mech, cfg)
+        fn = StepFunction(mech, cfg, lay, 1.0 / cfg.keyframe_rate)
+        L = fn.layout
+        assert L.multiplier_rows == rows
+        if rows:
+            rng = np.random.default_rng(2)
+            x0, x1 = _state(mech, lay, rng), _state(mech, lay, rng)
+            r = fn.step(x0, x1, L.empty_parameters())[0]
+            start = L.dynamics_start + L.dynamics_rows
+            np.testing.assert_allclose(r[start:start + rows], x1[lay.L] / cfg.noise.multiplier, rtol=1e-12)
