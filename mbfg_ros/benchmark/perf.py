@@ -49,7 +49,7 @@ def _rss_mb() -> float:
 
 def _case(name: str):
     """(mechanism, scenario) of a case."""
-    from mbfg_ros.model.config import SensorsConfig, load_rig_config
+    from mbfg_ros.model.config import load_rig_config
     from mbfg_ros.model.mechanism import Mechanism
     from mbfg_ros.sim.scenario import Scenario
     from mbfg_ros.package_share import config_dir
@@ -57,7 +57,7 @@ def _case(name: str):
     if name.startswith("four_bar"):
         cfg = load_rig_config(cfg_dir / "four_bar.yaml")
         gyro = load_rig_config(cfg_dir / "four_bar_gyro.yaml").sensors.gyros
-        cfg = dataclasses.replace(cfg, sensors=SensorsConfig(cfg.sensors.encoders, gyro, cfg.sensors.load_cells))
+        cfg = dataclasses.replace(cfg, sensors=dataclasses.replace(cfg.sensors, gyros=gyro))
         if name == "four_bar_1khz":
             cfg = dataclasses.replace(cfg, estimator=dataclasses.replace(cfg.estimator, keyframe_rate=1000.0))
         return Mechanism(cfg), Scenario()

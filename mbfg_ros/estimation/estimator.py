@@ -179,6 +179,8 @@ class Estimator:
         self._encoders_cover_dof = set(mechanism.dof_names) <= {
             e.config.joint for e in mechanism.encoders if e.config.name in self._dof_encoders}
         # without encoders on every DOF the start comes from several hypotheses (start_search.py)
+        self._out: list[Estimate] = []               # estimates not yet popped (kept across restarts)
+        self._out_lagged: list[Estimate] = []
         self._judge = LossJudge({e.config.name: e.config.noise for e in mechanism.encoders
                                  if mechanism.angular[e.index]})
         self._search = search and not self._encoders_cover_dof and bool(mechanism.gyros)
@@ -251,8 +253,6 @@ class Estimator:
         self._scan_count = 0
         self._scan_active = True
         self._quiet_passes = 0                       # deep passes in a row that found no work
-        self._out: list[Estimate] = []
-        self._out_lagged: list[Estimate] = []
         self._last: Estimate | None = None
         self._last_lagged: Estimate | None = None
         self._lagged_next = self._next_key           # next keyframe to emit as lagged

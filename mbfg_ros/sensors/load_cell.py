@@ -6,7 +6,8 @@ Config section ``load_cells`` (:class:`LoadCellConfig`). Reading (1,): N or N m,
 - ``closure``: the reaction a loop closure exerts on frame_b's body (at frame_b's origin); the
   frame defaults to frame_b;
 - ``joint``: the wrench a joint transmits from its parent to its child (RNEA with the closure
-  reactions as external forces); the frame defaults to the joint's child link;
+  reactions and the springs' forces as external forces); the frame defaults to the joint's
+  child link;
 - ``actuator``: the actuator effort of a joint whose actuation is known or unknown.
 
 Residual (y - load(q(t), v(t), a(t), lam(t), u(t), tau(t))) / sigma. Messages: a WrenchStamped
@@ -157,6 +158,8 @@ class LoadCellModel(SensorModel):
     def _joint_wrench_component(self, mech, data, q, v, a, lam) -> float:
         m, d = mech.model, data.sensor
         fext = mech.closure_external_forces(data, q, lam) if mech.m else None
+        if mech.springs:
+            fext = mech.spring_external_forces(data, q, v, fext)
         if fext is None:
             pin.rnea(m, d, q, v, a)
         else:
@@ -187,10 +190,12 @@ class LoadCellModel(SensorModel):
                 return ca.dot(e, ca.mtimes(ca.DM(self.force_map), lam))
             fB, tB, _, _ = sym.reaction(mech.closure_groups[self.closure], frames, lam)
             return ca.dot(e, fB if self.config.component == "force" else tB)
-        # joint: the wrench the joint transmits, from RNEA with the closure reactions as external
-        # forces, expressed in the measurement frame
+        # joint: the wrench the joint transmits, from RNEA with the closure reactions and the
+        # springs as external forces, expressed in the measurement frame
         P = sym.joint_placements(q)
         fext = sym.closure_external_forces(q, lam, P) if mech.m else None
+        if mech.springs:
+            fext = sym.add_spring_forces(q, v, P, fext)
         _, f = sym.rnea_forces(q, v, a, 1.0, 1.0, fext)
         fl, fa = f[self.joint_id]
         frame = sym.model.frames[self.frame_id]
