@@ -184,12 +184,14 @@ class SymbolicMechanism:
         lin, ang = self.joint_velocities(q, v)[fr.parentJoint]
         return Placement.of(fr.placement).motion_inverse(lin, ang)
 
-    def joint_motions(self, q, v, a, local: list[Placement] | None = None) -> tuple[list, list]:
+    def joint_motions(self, q, v, a, local: list[Placement] | None = None,
+                      base_acceleration: tuple | None = None) -> tuple[list, list]:
         """Spatial velocity and spatial acceleration (linear, angular) of every joint in its own
-        frame, without gravity (pinocchio's data.v and data.a after forwardKinematics(q, v, a))."""
+        frame (pinocchio's data.v and data.a after forwardKinematics(q, v, a)); the base's
+        acceleration is ``base_acceleration`` (default zero; RNEA gives it -g for gravity)."""
         local = local or self._local(q)
         zero = (ca.DM.zeros(3), ca.DM.zeros(3))
-        vel, acc = [zero], [zero]
+        vel, acc = [zero], [base_acceleration or zero]
         for i, j in enumerate(self.joints, start=1):
             Sl, Sa = self._subspace(j)
             qd, qdd = v[j.index], a[j.index]
@@ -220,20 +222,10 @@ class SymbolicMechanism:
         in joint frame i). ``fext``: external forces per joint (local frames), or None."""
         local = self._local(q)
         nj = len(self.joints) + 1
-        vel = [(ca.DM.zeros(3), ca.DM.zeros(3))]
-        acc = [(-gravity_scale * ca.DM(self.gravity), ca.DM.zeros(3))]
+        vel, acc = self.joint_motions(q, v, a, local, (-gravity_scale * ca.DM(self.gravity), ca.DM.zeros(3)))
         f = [None] * nj
-        for i, j in enumerate(self.joints, start=1):
-            Sl, Sa = self._subspace(j)
-            qd, qdd = v[j.index], a[j.index]
-            vl, va = local[i].motion_inverse(*vel[j.parent])
-            vl, va = vl + Sl * qd, va + Sa * qd
-            al, aa = local[i].motion_inverse(*acc[j.parent])
-            # a_i = X a_parent + S qdd + v_i x (S qd)
-            al = al + Sl * qdd + ca.cross(va, Sl * qd) + ca.cross(vl, Sa * qd)
-            aa = aa + Sa * qdd + ca.cross(va, Sa * qd)
-            vel.append((vl, va))
-            acc.append((al, aa))
+        for i in range(1, nj):
+            (vl, va), (al, aa) = vel[i], acc[i]
             fl, fa = self._inertia_times(i, al, aa, mass_scale)
             hl, ha = self._inertia_times(i, vl, va, mass_scale)
             # f_i = I a + v x* (I v) - fext

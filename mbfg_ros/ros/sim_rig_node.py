@@ -94,7 +94,7 @@ SIM_RIG_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("length_error", "str_list", [], "JOINT=FACTOR: the truth's joint offset times FACTOR"),
     # sensors
     ParameterSpec("rates", "str_list", [], "KIND_OR_SENSOR=HZ overrides of the sensor rates "
-                  "(kinds: encoder, gyro, load_cell, command)"),
+                  f"(kinds: {', '.join(SENSOR_KINDS)})"),
     ParameterSpec("noise", bool, True, "add the config's Gaussian sensor noise"),
     ParameterSpec("quantize", bool, True, "quantise encoders to the config's resolution"),
     ParameterSpec("gyro_bias", float, 0.0, "std of a constant gyro bias per axis", "rad/s", 0.0, 100.0),

@@ -14,30 +14,19 @@ import casadi as ca
 import numpy as np
 import pinocchio as pin
 
-from mbfg_ros.model.config_fields import AXES
 from mbfg_ros.model.yaml_reader import YamlNode
 from mbfg_ros.sensors.base import SensorKind
-from mbfg_ros.sensors.imu import ImuModel, compile_mount, parse_imu_sensor
+from mbfg_ros.sensors.imu import ImuModel, ImuSensorConfig, compile_mount, parse_imu_sensor
 
 
 @dataclass(frozen=True)
-class GyroConfig:
+class GyroConfig(ImuSensorConfig):
     """Gyroscope on a link or frame: sensor_msgs/Imu angular_velocity on ``topic`` (rad/s).
 
     ``rotation_rpy`` is the sensor's mounting rotation relative to ``frame`` (roll, pitch, yaw in
     rad, URDF convention); ``axes`` the measured axes of the sensor frame. ``bias_instability``
     is the bias random walk (rad/s per sqrt(s)); ``bias_sigma`` the prior sigma of the bias (rad/s).
     """
-    name: str
-    frame: str
-    noise: float
-    topic: str
-    rate: float = 400.0
-    rotation_rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    axes: tuple[str, ...] = AXES
-    bias_instability: float = 0.0
-    bias_sigma: float = 0.0
-    frame_id: str = ""
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,24 @@ NOISE_TOLERANCE = 0.05
 reported (the message's covariance rounded, a unit slip, a different sensor)."""
 
 
+@dataclass(frozen=True)
+class ImuSensorConfig:
+    """The fields of an Imu sensor (a gyro's, an accelerometer's): mounted on ``frame`` turned by
+    ``rotation_rpy`` (roll, pitch, yaw in rad, URDF convention), measuring ``axes`` of its frame
+    with ``noise``; a bias random walk of ``bias_instability`` per sqrt(s) from a prior of
+    ``bias_sigma`` (both 0: no bias estimated); its messages' header ``frame_id``."""
+    name: str
+    frame: str
+    noise: float
+    topic: str
+    rate: float = 400.0
+    rotation_rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    axes: tuple[str, ...] = AXES
+    bias_instability: float = 0.0
+    bias_sigma: float = 0.0
+    frame_id: str = ""
+
+
 def parse_imu_sensor(n: YamlNode, config_type: type, default_rate: float):
     """One item of an Imu sensor section (``gyros``, ``accelerometers``): every field of the
     mount, the noise and the bias; ``frame_id`` defaults to the sensor's name."""
@@ -58,7 +76,7 @@ class ImuModel(SensorModel):
     """A sensor of an Imu message mounted on ``frame_id`` (a pinocchio frame) turned by
     ``R_mount``, measuring the axes ``rows`` of its frame; a subclass says which field
     (``imu_field``) and how it is predicted."""
-    config: object
+    config: ImuSensorConfig
     frame_id: int
     R_mount: np.ndarray
     rows: np.ndarray          # selected axes (indices 0..2)
@@ -211,4 +229,4 @@ class ImuInput(TopicInput):
 
 ImuModel.input_type = ImuInput
 
-__all__ = ["AXES", "IMU", "ImuInput", "ImuModel", "compile_mount", "parse_imu_sensor"]
+__all__ = ["IMU", "ImuInput", "ImuModel", "ImuSensorConfig", "compile_mount", "parse_imu_sensor"]

@@ -28,50 +28,39 @@ class JointStateInput(TopicInput):
     def add(self, model) -> None:
         self.tables[model.joint_state_field][model.joint] = model.name
 
-    def _expected(self) -> str:
-        return ", ".join(sorted({j for t in self.tables.values() for j in t}))
+    def _reads(self, names, report: InputReport, n: int) -> list[tuple[int, str, str, str]]:
+        """(place in the message, joint, field, sensor) of every reading a message listing the
+        joints ``names`` holds for this topic; ``n`` messages without any joint of the config are
+        counted."""
+        out = [(i, joint, what, self.tables[what][joint]) for i, joint in enumerate(names)
+               for what in self.FIELDS if joint in self.tables[what]]
+        if not out:
+            expected = ", ".join(sorted({j for t in self.tables.values() for j in t}))
+            report.problem(f"no joint of this config in the message (expected {expected})", n)
+        return out
 
     def decode(self, msgtype: str, msg, receive_ns: int | None, report: InputReport) -> list[Reading]:
         ns = stamp_ns(msg)
         columns = {f: list(getattr(msg, f)) for f in self.FIELDS}
         out = []
-        matched = False
-        for i, joint in enumerate(msg.name):
-            for what in self.FIELDS:
-                sensor = self.tables[what].get(joint)
-                if sensor is None:
-                    continue
-                matched = True
-                values = columns[what]
-                if i < len(values):
-                    out.append(Reading(sensor, ns, np.array([float(values[i])])))
-                else:
-                    report.problem(f"joint {joint} has no {what}")
-        if not matched:
-            report.problem(f"no joint of this config in the message (expected {self._expected()})")
+        for i, joint, what, sensor in self._reads(msg.name, report, 1):
+            if i < len(columns[what]):
+                out.append(Reading(sensor, ns, np.array([float(columns[what][i])])))
+            else:
+                report.problem(f"joint {joint} has no {what}")
         return out
 
     def decode_rows(self, msgtype: str, rows, receive_ns: np.ndarray, report: InputReport) -> list[ReadingRows]:
         msg = rows.template
         N = len(rows)
         stamps = rows.stamps_ns()
-        columns = {f: (len(getattr(msg, f)), None) for f in self.FIELDS}
+        columns: dict[str, np.ndarray] = {}
         out = []
-        matched = False
-        for i, joint in enumerate(msg.name):
-            for what in self.FIELDS:
-                sensor = self.tables[what].get(joint)
-                if sensor is None:
-                    continue
-                matched = True
-                size, col = columns[what]
-                if i < size:
-                    if col is None:
-                        col = rows.values(what)
-                        columns[what] = (size, col)
-                    out.append(ReadingRows(sensor, stamps, col[:, i:i + 1], len(out)))
-                else:
-                    report.problem(f"joint {joint} has no {what}", N)
-        if not matched:
-            report.problem(f"no joint of this config in the message (expected {self._expected()})", N)
+        for i, joint, what, sensor in self._reads(msg.name, report, N):
+            if i < len(getattr(msg, what)):
+                if what not in columns:
+                    columns[what] = rows.values(what)
+                out.append(ReadingRows(sensor, stamps, columns[what][:, i:i + 1], len(out)))
+            else:
+                report.problem(f"joint {joint} has no {what}", N)
         return out
