@@ -228,3 +228,13 @@ class LossJudge:
                 mon.lose(name, f"above {LOST_SIGMAS * mon.limit:g} sigma for {mon.window:g} s")
             elif not p.cause:
                 p.cause = LIKELY_CAUSE
+
+
+def test_step(mon: DivergenceMonitor, check, layout, streams, taken: list[int], stamp: float) -> None:
+    """Hand the whitened residuals of a step's readings to ``mon``: ``check`` the step function
+    (CompiledRows) just evaluated at the new estimate, ``layout`` its StepLayout, ``streams``
+    the measuring streams and ``taken`` how many readings of each the step took, ``stamp`` the
+    step's keyframe time (s)."""
+    for b, s, c in zip(layout.blocks, streams, taken):
+        if c:
+            mon.add(s.name, stamp, check.abs[b.readings.start:b.readings.start + c])
