@@ -137,6 +137,12 @@ def load_log_map(path: str | Path) -> LogMap:
     return parse_log_map(load_yaml_file(path, "map file"), Path(path))
 
 
+def _a(kind: str) -> str:
+    """A sensor kind with its article: "a gyro", "an encoder", "a load cell"."""
+    name = kind.replace("_", " ")
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
 def check_log_map(log_map: LogMap, mech: Mechanism) -> list[tuple[str, ChannelColumns]]:
     """Check the map's channels against the rig (sensor names with a "did you mean", a gyro's or
     an accelerometer's columns on its measured axes, inputs on known-input joints); returns
@@ -164,10 +170,10 @@ def check_log_map(log_map: LogMap, mech: Mechanism) -> list[tuple[str, ChannelCo
             if not ch.per_axis and len(measured) == 1:
                 ch = dataclasses.replace(ch, axes=(measured[0],))
             elif not ch.per_axis or sorted(ch.axes) != measured:
-                raise ConfigError(f"a {kind} needs one column per measured axis: {', '.join(AXES[i] for i in measured)} "
+                raise ConfigError(f"{_a(kind)} needs one column per measured axis: {', '.join(AXES[i] for i in measured)} "
                                   "(columns: {axis: COLUMN, ...})", file=file, field=ch.field, value=given)
         elif ch.per_axis:
-            raise ConfigError(f"a {kind.replace('_', ' ')} reads one column (column: NAME)", file=file,
+            raise ConfigError(f"{_a(kind)} reads one column (column: NAME)", file=file,
                               field=ch.field, value=given)
         out.append((kind, ch))
     return out
