@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mbfg_ros.errors import ConfigError
-from mbfg_ros.model.config import AXES
+from mbfg_ros.model.config_fields import AXES
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.yaml_reader import YamlNode, check_name, load_yaml_file
 

@@ -33,16 +33,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-import numpy as np
-
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.sensors.load_cell import component_wrench
 from mbfg_ros.sim.ground_truth import GroundTruth
 from mbfg_ros.sim.sensors import Sample, SensorChannel, sensor_channels
 
 MESSAGE_ORDER = {msgs.JOINT_STATE: 1}
-"""Messages of one receive time are written single-sensor types first, then JointStates."""
+"""Messages of one receive time are written in this order of their type (others 0 first, then the
+JointStates), each type in the order of its first sample."""
 
 
 @dataclass(frozen=True)
@@ -81,12 +81,6 @@ def sensor_topics(mech: Mechanism) -> dict[str, str]:
             raise MbfgError(f"topic {ch.topic} would carry both {out[ch.topic]} and {t}: give the "
                             f"sensor {ch.name!r} its own topic in the config")
     return out
-
-
-def _load_cell_wrench(component: str, axis: np.ndarray, value: float) -> tuple[np.ndarray, np.ndarray]:
-    vec = float(value) * np.asarray(axis, float)
-    zero = np.zeros(3)
-    return (vec, zero) if component == "force" else (zero, vec)
 
 
 def _message(msgtype: str, ns: int, frame_id: str, parts: list[dict]):
@@ -171,7 +165,7 @@ def truth_messages(truth: GroundTruth, mech: Mechanism, epoch_ns: int) -> Iterat
                              msgs.wrench_stamped(ns, truth.closure_frames[k], truth.closure_force[i, k],
                                                  truth.closure_torque[i, k]))
         for k, topic in enumerate(cell_topics):
-            f, tq = _load_cell_wrench(truth.load_cell_components[k], truth.load_cell_axes[k],
+            f, tq = component_wrench(truth.load_cell_components[k], truth.load_cell_axes[k],
                                       truth.load_cells[i, k])
             yield BagMessage(topic, msgs.WRENCH_STAMPED, ns,
                              msgs.wrench_stamped(ns, truth.load_cell_frames[k], f, tq))

@@ -22,6 +22,7 @@ from mbfg_ros.model.config_fields import (AXES, GRAVITY_LIMIT, KEYFRAME_RATE_RAN
                                           SENSOR_RATE_RANGE, noise_field, topic_field)
 from mbfg_ros.model.yaml_reader import YamlNode, load_yaml_file
 from mbfg_ros.model.speed import needed_keyframe_rate
+# the sensor kinds' sections (each kind's module, mbfg_ros/sensors), importable from here too
 from mbfg_ros.sensors.accelerometer import AccelerometerConfig  # noqa: F401
 from mbfg_ros.sensors.encoder import EncoderConfig  # noqa: F401
 from mbfg_ros.sensors.gyro import GyroConfig  # noqa: F401

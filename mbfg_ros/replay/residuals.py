@@ -222,7 +222,6 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
     out: dict[str, Residuals] = {}
     if not len(est):
         return out
-    d = mech.create_data()
     commands: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     for name in mech.known_input_joints:
         for era in np.unique(samples.eras(command_channel(name))):

@@ -492,9 +492,9 @@ def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSetti
             name = getattr(get(item, "name"), "value", None)
             if name in settings.sensors:
                 put(item, "noise", settings.sensors[name], f"sensors.{section}[{name}].noise")
-            for (sensor, field), value in own.items():
+            for (sensor, key), value in own.items():
                 if sensor == name:
-                    put(item, field, value, f"sensors.{section}[{name}].{field}")
+                    put(item, key, value, f"sensors.{section}[{name}].{key}")
     defaults = NoiseConfig()
     est = get(doc.root, "estimator")
     noise = get(est, "noise")

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import casadi as ca
-import numpy as np
 import pinocchio as pin
 
 from mbfg_ros.model.yaml_reader import YamlNode

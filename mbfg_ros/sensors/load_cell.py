@@ -57,6 +57,13 @@ class LoadCellConfig:
     frame: str = ""
 
 
+def component_wrench(component: str, axis, value: float) -> tuple[np.ndarray, np.ndarray]:
+    """(force, torque) of a reading of ``component`` along ``axis``: the reading times the axis."""
+    vec = float(value) * np.asarray(axis, float)
+    zero = np.zeros(3)
+    return (vec, zero) if component == "force" else (zero, vec)
+
+
 def axis_component(axis: np.ndarray, x, y, z):
     """axis . (x, y, z), for numbers or arrays alike (bit for bit the same either way)."""
     return axis[0] * x + axis[1] * y + axis[2] * z
@@ -221,14 +228,8 @@ class LoadCellModel(SensorModel):
         child = {j.name: j.child for j in mech.urdf.joints}
         return child[c.joint]
 
-    def wrench(self, value: float) -> tuple[np.ndarray, np.ndarray]:
-        """(force, torque) of a reading in the cell's frame: the reading times the axis."""
-        vec = float(value) * np.asarray(self.axis, float)
-        zero = np.zeros(3)
-        return (vec, zero) if self.config.component == "force" else (zero, vec)
-
     def message_part(self, value):
-        force, torque = self.wrench(value[0])
+        force, torque = component_wrench(self.config.component, self.axis, value[0])
         return {"force": force, "torque": torque}
 
     def facts(self, mech):

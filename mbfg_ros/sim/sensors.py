@@ -37,7 +37,6 @@ import numpy as np
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.sensors.base import SensorModel
-from mbfg_ros.sensors.command import DEFAULT_RATE as DEFAULT_COMMAND_RATE
 from mbfg_ros.sensors.registry import KIND_NAMES, channels as input_channels
 from mbfg_ros.sim.forward import Trajectory
 from mbfg_ros.sim.scenario import truth_mechanism
@@ -175,7 +174,7 @@ def sensor_channels(mech: Mechanism, options: SensorOptions | None = None) -> li
     group_rates: dict[str, tuple[str, float]] = {}
     for model in input_channels(mech):
         r = float(rates.get(model.name, rates.get(model.kind, model.rate)))
-        index = getattr(model, "index", 0) if not model.measuring else counts.get(model.kind, 0)
+        index = counts.get(model.kind, 0) if model.measuring else model.index   # a command's: its joint
         counts[model.kind] = counts.get(model.kind, 0) + 1
         group = model.sample_group(mech, r)
         first = group_rates.setdefault(group, (model.name, r))
