@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mbfg_ros.errors import AssemblyError
+from mbfg_ros.estimation.step_function import LinearizationError
 from mbfg_ros.model.assembly import assemble, solve_velocity
 
 if TYPE_CHECKING:                                   # (the estimator imports this module)
@@ -255,9 +256,12 @@ class StartSearch:
         walk = slice(L.integration_rows, L.head)
         evidence = slice(L.dynamics_start, L.R)            # equations of motion and every reading
         chi2 = 0.0
-        for i in range(skip, len(keys)):
-            r, _, _ = probe.linearize(X[i - 1], X[i], probe.records.parameters(keys[i]), copy=False)
-            chi2 += float(r[walk] @ r[walk]) + float(r[evidence] @ r[evidence])
+        try:
+            for i in range(skip, len(keys)):
+                r, _, _ = probe.linearize(X[i - 1], X[i], probe.records.parameters(keys[i]), copy=False)
+                chi2 += float(r[walk] @ r[walk]) + float(r[evidence] @ r[evidence])
+        except LinearizationError:                   # the run went where the model is not finite
+            chi2 = math.inf
         h.score = chi2 + h.penalty if math.isfinite(chi2) else math.inf
         if not self._same_branch(X[0][self.lay.Q], h.x[self.lay.Q]):
             h.score = math.inf
