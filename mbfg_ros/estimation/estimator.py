@@ -48,6 +48,7 @@ from mbfg_ros.model.mechanism import Mechanism
 MARGINALIZE_EVERY = 4          # keyframes leave the window in groups of this many
 LAGGED_PERIOD = 0.05           # s: lagged estimates come out in groups this long
 FAILURES = (LinearizationError, SolverFailure, np.linalg.LinAlgError)
+SMOOTHED_BEHIND = 8            # the integration noise follows the smoothed accelerations this far back
 
 
 class Estimator:
@@ -363,10 +364,10 @@ class Estimator:
             for g in group:
                 self.records.set_index(g.k, idx[i])
                 i += len(g.factors)
-            A = self.lay.A
             for g in group:
                 self.states[g.k] = self.smoother.estimate(g.k)
-                self.integration.add(self.states[g.k][A])
+                if g.k - SMOOTHED_BEHIND in self.smoother:
+                    self.integration.add(self.smoother.estimate(g.k - SMOOTHED_BEHIND)[self.lay.A])
             last = group[-1].k
             g = group[-1]
             if g.k - 1 in self.states and any(g.taken):
