@@ -66,12 +66,8 @@ class AccelerometerModel(ImuModel):
         y = ca.mtimes(ca.DM(self.R_mount.T), f)
         return ca.vertcat(*[y[int(i)] for i in self.rows])
 
-    def residual(self, sym, z, y, tau, bias):
-        pred = self.symbolic(sym, z.q, z.v, z.a, z.gravity_scale)
-        e = ca.vertcat(*[y[int(i)] for i in self.rows]) - pred
-        if bias is not None:
-            e = e - bias
-        return e / self.config.noise
+    def predicted(self, sym, z):
+        return self.symbolic(sym, z.q, z.v, z.a, z.gravity_scale)
 
 
 class AccelerometerKind(SensorKind):

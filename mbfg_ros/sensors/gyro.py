@@ -78,13 +78,8 @@ class GyroModel(ImuModel):
         w = ca.mtimes(ca.DM(self.R_mount.T), ang)
         return ca.vertcat(*[w[int(i)] for i in self.rows])
 
-    def residual(self, sym, z, y, tau, bias):
-        pred = self.symbolic(sym, z.q, z.v)
-        meas = ca.vertcat(*[y[int(i)] for i in self.rows])
-        e = meas - pred
-        if bias is not None:
-            e = e - bias
-        return e / self.config.noise
+    def predicted(self, sym, z):
+        return self.symbolic(sym, z.q, z.v)
 
     def add_bias(self, value, stamp, options, rng):
         """A constant bias of std ``options.gyro_bias`` per axis, plus its random walk with the

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import casadi as ca
 import numpy as np
 import pinocchio as pin
 
@@ -110,6 +111,16 @@ class ImuModel(SensorModel):
     @property
     def bias_instability(self) -> float:
         return self.config.bias_instability
+
+    def predicted(self, sym, z):
+        """The measured axes' prediction at the state ``z`` (SX, without the bias)."""
+        raise NotImplementedError
+
+    def residual(self, sym, z, y, tau, bias):
+        e = ca.vertcat(*[y[int(i)] for i in self.rows]) - self.predicted(sym, z)
+        if bias is not None:
+            e = e - bias
+        return e / self.config.noise
 
     def header_frame(self, mech) -> str:
         return self.config.frame_id or self.config.name
