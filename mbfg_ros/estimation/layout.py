@@ -7,10 +7,10 @@ multipliers; u: unknown input efforts (N m or N); e: the model-error generalised
 N, ``estimator.model_error``) on the coordinates of :func:`model_error_joints` (the DOF, or every
 joint when the rig has load cells; none when off); b: sensor biases (the measured axes of the
 sensors with a bias: gyros in rad/s, accelerometers in m/s^2, in the sensors' order); s: gravity
-scale (1 = the config's gravity); mu: mass scale of the estimated link (1 = the URDF's inertia). The two scales are
-held as their logarithms, so that they stay positive whatever the solver does (a scale at or
-below 0 turns gravity or the link's inertia round and lets the estimate settle on a motion that
-explains a gyro equally well); :meth:`StateLayout.gravity_scale` and ``mass_scale`` give the
+scale (1 = the config's gravity); mu: mass scale of the estimated link (1 = the URDF's
+inertia). The two scales are held as their logarithms, so that they stay positive whatever the
+solver does (a scale at or below 0 turns gravity or the link's inertia round and lets the
+estimate settle on a motion that explains a gyro equally well); :meth:`StateLayout.gravity_scale` and ``mass_scale`` give the
 scales themselves.
 """
 from __future__ import annotations
@@ -40,7 +40,7 @@ class StateLayout:
     n_b: int
     has_gravity: bool
     has_mass: bool
-    bias_slices: tuple[slice | None, ...]      # per sensor (Mechanism.sensors): its bias columns within b (or None)
+    bias_slices: tuple[slice | None, ...]      # per sensor (Mechanism.sensors): its bias columns in b, or None
     n_e: int = 0                               # model-error forces (model_error_joints, or none)
 
     @staticmethod
