@@ -10,8 +10,8 @@ sensors with a bias: gyros in rad/s, accelerometers in m/s^2, in the sensors' or
 scale (1 = the config's gravity); mu: mass scale of the estimated link (1 = the URDF's
 inertia). The two scales are held as their logarithms, so that they stay positive whatever the
 solver does (a scale at or below 0 turns gravity or the link's inertia round and lets the
-estimate settle on a motion that explains a gyro equally well); :meth:`StateLayout.gravity_scale` and ``mass_scale`` give the
-scales themselves.
+estimate settle on a motion that explains a gyro equally well); :meth:`StateLayout.gravity_scale`
+and ``mass_scale`` give the scales themselves.
 """
 from __future__ import annotations
 
