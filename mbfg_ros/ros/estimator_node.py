@@ -49,7 +49,6 @@ import sys
 import threading
 import time
 from collections import deque
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -68,133 +67,28 @@ from mbfg_ros.io.sensor_health import RollingCounts, SensorFigures, SensorHealth
 from mbfg_ros.io.sensor_inputs import FLOAT64, WRENCH_STAMPED, InputRouter
 from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
 from mbfg_ros.model.channels import command_channel
-from mbfg_ros.model.config import KEYFRAME_RATE_RANGE, LAG_RANGE, window_problem
-from mbfg_ros.model.mechanism import Mechanism
-from mbfg_ros.model.validation import load_rig
 from mbfg_ros.ros.free_memory import fix_heap_thresholds, release_free_memory
 from mbfg_ros.ros.message_classes import message_class
-from mbfg_ros.ros.processes import follow_parent
-from mbfg_ros.ros.node_parameters import (ParameterError, ParameterSpec, declare, init_rclpy,
-                                          unknown_overrides)
+from mbfg_ros.ros.node_parameters import declare_node_parameters, init_rclpy
+from mbfg_ros.ros.parameter_tables import (ESTIMATOR_PARAMETERS, check_frame, estimator_config,
+                                           load_node_mechanism)
 from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError
 from mbfg_ros.ros.sample_queue import QueuedReading, SampleQueue
 from mbfg_ros.ros.tf_publisher import TfPublisher
+from mbfg_ros.termination import follow_parent
 
 NODE_NAME = "mbfg_estimator"
-
-ESTIMATOR_PARAMETERS: tuple[ParameterSpec, ...] = (
-    ParameterSpec("config", str, "", "the rig's mechanism config (YAML file); required"),
-    ParameterSpec("robot_description", str, "",
-                  "URDF text replacing the config's urdf (e.g. the robot_description of "
-                  "robot_state_publisher)"),
-    ParameterSpec("urdf", str, "", "URDF file replacing the config's urdf (when no robot_description)"),
-    ParameterSpec("keyframe_rate", float, 0.0, "rate of the smoother's keyframes (and of the "
-                  "published estimates)", "Hz", *KEYFRAME_RATE_RANGE,
-                  zero_means="the config's estimator.keyframe_rate"),
-    ParameterSpec("lag", float, 0.0, "length of the fixed-lag window", "s", *LAG_RANGE,
-                  zero_means="the config's estimator.lag"),
-    ParameterSpec("world_frame", str, "", "a frame attached to the URDF's root link by a static "
-                  "identity transform (e.g. map); empty: none"),
-    ParameterSpec("frame_prefix", str, "", "prefix of every published link and closure frame id "
-                  "(e.g. mbfg/ when robot_state_publisher already publishes the rig's links)"),
-    ParameterSpec("publish_tf", bool, True, "publish the estimated link poses on /tf (fixed "
-                  "joints, config frames and sensor frames on /tf_static)"),
-    ParameterSpec("publish_robot_description", bool, True, "publish the URDF the node uses on "
-                  "~/robot_description (std_msgs/String, latched) for rviz2's RobotModel"),
-    ParameterSpec("publish_forces", bool, True, "publish ~/forces/<closure> and ~/forces/<load cell>"),
-    ParameterSpec("publish_accelerations", bool, True, "publish ~/dynamic_joint_states (every "
-                  "joint's position, velocity, acceleration and effort)"),
-    ParameterSpec("publish_covariance", bool, False, "publish ~/dof_covariance and the DOF "
-                  "variances in ~/dynamic_joint_states "
-                  "(marginal covariance of [q_dof, v_dof]; costs time per keyframe)"),
-    ParameterSpec("lagged", bool, False, "publish the smoothed estimate of each keyframe as it "
-                  "leaves the window (delayed by lag) instead of the newest filtered one"),
-    ParameterSpec("sensor_qos", str, "sensor_data", "QoS of the sensor subscriptions: sensor_data "
-                  "(best effort, like rclpy's qos_profile_sensor_data) or reliable",
-                  choices=("sensor_data", "reliable")),
-    ParameterSpec("qos_depth", int, 1000, "history depth of each sensor subscription (DDS keeps "
-                  "this many messages while the node is busy; 1000 = 1 s of a 1 kHz encoder)",
-                  "messages", 1, 100000),
-    ParameterSpec("max_queue", int, 100000, "readings that may wait for the estimator; beyond it "
-                  "readings are dropped and counted (ERROR on /diagnostics)", "readings", 1, 10000000),
-    ParameterSpec("reorder_window", float, 1.0, "longest a reading may wait for the other "
-                  "topics to catch up (bursts are fed in stamp order)", "s", 0.0, 10.0),
-    ParameterSpec("diagnostics_period", float, 1.0, "period of /diagnostics (steady clock)", "s",
-                  0.05, 60.0),
-    ParameterSpec("silence_timeout", float, 0.5, "a sensor silent for longer than this (or 5 of "
-                  "its periods) is reported WARN", "s", 0.01, 3600.0),
-    ParameterSpec("health_window", float, 5.0, "/diagnostics judges the inputs, the queue and "
-                  "the latency over this rolling window (a warning clears once its cause has been "
-                  "gone this long)", "s", 1.0, 3600.0),
-    ParameterSpec("max_time_gap", float, 2.0, "a sample stamped this much after the newest one "
-                  "restarts the estimator instead of integrating the gap", "s", 0.1, 3600.0),
-)
-
-
-def _check_frame(name: str, value: str, allow_empty: bool = True) -> None:
-    if not value and allow_empty:
-        return
-    if value != value.strip() or any(c.isspace() for c in value) or value.startswith("/"):
-        raise ParameterError(f"parameter '{name}' is not a valid frame id (value: {value!r}): "
-                             "tf2 frame ids have no spaces and no leading '/'")
-
-
-def load_node_mechanism(settings: dict) -> Mechanism:
-    """The Mechanism of the node's ``config`` with ``robot_description`` or ``urdf`` replacing
-    the config's URDF. Raises ParameterError / ConfigError naming the parameter or file."""
-    config = settings["config"]
-    if not config:
-        raise ParameterError("parameter 'config' is required: the rig's mechanism config (YAML), "
-                             "e.g. --ros-args -p config:=/path/to/four_bar.yaml")
-    path = Path(config).expanduser()
-    if not path.is_file():
-        raise ParameterError(f"parameter 'config': no such file (value: {config!r}, looked for "
-                             f"{path.resolve()})")
-    description = settings["robot_description"]
-    urdf = settings["urdf"]
-    if urdf and not description and not Path(urdf).expanduser().is_file():
-        raise ParameterError(f"parameter 'urdf': no such file (value: {urdf!r})")
-    # the one validation of `mbfg check`, `replay` and `simulate`: the same line, exit 2
-    return load_rig(path, urdf=urdf or None, robot_description=description or None).mech
-
 
 class EstimatorNode(Node):
     """The estimator on ROS 2 topics (see the module docstring)."""
 
     def __init__(self, node_name: str = NODE_NAME, ros_argv: list[str] | None = None, **kwargs) -> None:
         super().__init__(node_name, **kwargs)
-        p = declare(self, ESTIMATOR_PARAMETERS)
-        extra, ignored = unknown_overrides(self, ESTIMATOR_PARAMETERS, ros_argv)
-        if ignored:
-            self.get_logger().warning(f"ignoring parameter(s) {', '.join(repr(e) for e in ignored)} "
-                                      "given by a wildcard section of a params file: this node has "
-                                      "no such parameter")
-        if extra:
-            raise ParameterError(f"unknown parameter(s) {', '.join(repr(e) for e in extra)} "
-                                 f"(this node has: {', '.join(s.name for s in ESTIMATOR_PARAMETERS)}, "
-                                 "use_sim_time)")
-        self.settings = p
-        _check_frame("world_frame", p["world_frame"])
-        _check_frame("frame_prefix", p["frame_prefix"])
+        self.settings = p = declare_node_parameters(self, ESTIMATOR_PARAMETERS, ros_argv)
+        check_frame("world_frame", p["world_frame"])
+        check_frame("frame_prefix", p["frame_prefix"])
         self.mech = mech = load_node_mechanism(p)
-        root = mech.urdf.root_link
-        links = set(mech.link_names) | {j.child for j in mech.urdf.tree} | {j.parent for j in mech.urdf.tree}
-        if p["world_frame"] and p["world_frame"] != root and p["world_frame"] in links and not p["frame_prefix"]:
-            raise ParameterError(f"parameter 'world_frame' names a link of the URDF (value: "
-                                 f"{p['world_frame']!r}); it must be a frame outside the mechanism "
-                                 f"(the root link is {root!r}), or set frame_prefix")
-        cfg = mech.config.estimator
-        if p["keyframe_rate"]:
-            cfg = replace(cfg, keyframe_rate=p["keyframe_rate"])
-        if p["lag"]:
-            cfg = replace(cfg, lag=p["lag"])
-        problem = window_problem(cfg.keyframe_rate, cfg.lag)
-        if problem:
-            raise ParameterError(f"parameters 'lag' and 'keyframe_rate': {problem} (lag {cfg.lag:g} s "
-                                 f"x {cfg.keyframe_rate:g} Hz)")
-        if cfg.sensor_wait >= cfg.lag:
-            raise ParameterError(f"parameter 'lag' must be longer than the config's "
-                                 f"estimator.sensor_wait ({cfg.sensor_wait:g} s) (value: {cfg.lag:g} s)")
+        cfg = estimator_config(p, mech)
         self.estimator = Estimator(mech, cfg, lagged=p["lagged"], covariance=p["publish_covariance"])
         # the config's topics resolved here (namespace, remappings): logs and /diagnostics name
         # the topics the node really reads
