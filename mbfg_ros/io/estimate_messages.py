@@ -46,9 +46,8 @@ from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.outputs import Estimate, Forces
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.sensor_health import ERROR, OK, WARN, divergence_verdicts
-from mbfg_ros.model.channels import command_joint
+from mbfg_ros.model.channels import command_joint, load_cell_frame
 from mbfg_ros.model.mechanism import Mechanism, MechanismData
-from mbfg_ros.sim.sensors import load_cell_frame as sensor_frame_of_load_cell
 
 TF_MESSAGE = "tf2_msgs/msg/TFMessage"
 DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
@@ -84,12 +83,6 @@ def output_topics(mech: Mechanism, names: OutputNames, covariance: bool = False)
     out["/tf_static"] = TF_MESSAGE
     out["/diagnostics"] = DIAGNOSTIC_ARRAY
     return out
-
-
-def load_cell_frame(mech: Mechanism, k: int) -> str:
-    """The frame of load cell k's estimated reading: the frame its own messages use (a TF frame,
-    never a joint name)."""
-    return sensor_frame_of_load_cell(mech, k)
 
 
 def estimate_messages(mech: Mechanism, e: Estimate, forces: Forces | None, stamp_ns: int,

@@ -36,6 +36,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
+from mbfg_ros.model.channels import channel_names
 from mbfg_ros.model.validation import load_rig
 from mbfg_ros.ros.free_memory import fix_heap_thresholds
 from mbfg_ros.ros.live_rig import LiveRig
@@ -43,7 +44,7 @@ from mbfg_ros.ros.message_classes import message_class
 from mbfg_ros.ros.node_parameters import ParameterError, declare_node_parameters, init_rclpy
 from mbfg_ros.ros.parameter_tables import SIM_RIG_PARAMETERS
 from mbfg_ros.sim.scenario import Scenario
-from mbfg_ros.sim.sensors import SENSOR_KINDS, SensorOptions, channel_names
+from mbfg_ros.sim.sensors import SENSOR_KINDS, SensorOptions
 from mbfg_ros.termination import follow_parent
 
 NODE_NAME = "sim_rig"

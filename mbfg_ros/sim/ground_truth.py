@@ -13,7 +13,8 @@ import numpy as np
 
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.sim.forward import Trajectory
-from mbfg_ros.sim.sensors import load_cell_frame, sample_times
+from mbfg_ros.model.channels import load_cell_frame
+from mbfg_ros.sim.sensors import sample_times
 
 DEFAULT_TRUTH_RATE = 200.0
 """Hz, the default rate of the ground truth (the estimator's default keyframe rate)."""

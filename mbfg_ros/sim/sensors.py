@@ -32,7 +32,7 @@ import numpy as np
 import pinocchio as pin
 
 from mbfg_ros.errors import MbfgError
-from mbfg_ros.model.channels import command_channel
+from mbfg_ros.model.channels import channel_names, command_channel, load_cell_frame
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.sim.forward import Trajectory
 from mbfg_ros.sim.scenario import truth_mechanism
@@ -145,25 +145,6 @@ class SensorSeries:
     receive: np.ndarray
     value: np.ndarray
     true_value: np.ndarray
-
-
-def load_cell_frame(mech: Mechanism, k: int) -> str:
-    """Frame name of load cell k's axis (the frame_id of its messages, a TF frame): its
-    ``frame``, else the closure's frame_b, else the joint's child link (joint and actuator
-    cells); a joint named as the frame is its child link."""
-    cell = mech.load_cells[k]
-    if cell.config.frame:
-        return mech.tf_frame(cell.config.frame)
-    if cell.config.measures == "closure":
-        return mech.closure_configs[cell.closure].frame_b
-    child = {j.name: j.child for j in mech.urdf.joints}
-    return child[cell.config.joint]
-
-
-def channel_names(mech: Mechanism) -> list[str]:
-    """Every sensor name of the config and ``command:<joint>`` for every known-input joint."""
-    return ([e.config.name for e in mech.encoders] + [g.config.name for g in mech.gyros]
-            + [c.config.name for c in mech.load_cells] + [command_channel(j) for j in mech.known_input_joints])
 
 
 def check_rates(mech: Mechanism, rates: dict[str, float]) -> None:
