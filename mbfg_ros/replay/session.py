@@ -29,6 +29,7 @@ from mbfg_ros.errors import MbfgError
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.forces_batch import BatchForces
 from mbfg_ros.estimation.outputs import Estimate, Health, SensorCounts
+from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.io.estimate_messages import OutputNames, diagnostics_message
 from mbfg_ros.io.sensor_health import OK, WARN
 from mbfg_ros.io.sensor_inputs import InputRouter, Reading
@@ -270,7 +271,7 @@ def replay_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
 
             def diagnostic(i: int):
                 now = est.estimate().stamp if est.estimate() is not None else rows[i].stamp
-                return diagnostics_message(mech, est, now, int(stamps[i]), node_name,
+                return diagnostics_message(mech, EstimatorStatus.of(est), now, int(stamps[i]), node_name,
                                            extra=[_replay_status(inp, problems_now(), order, jumps, rows[i].stamp)],
                                            topic_names=bag_topic_names)
             writer.write(stamps, (q, v, a, np.stack([e.effort for e in rows]), F, T, cells), rows,

@@ -22,7 +22,8 @@ import numpy as np
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.estimation.forces_batch import BatchForces
 from mbfg_ros.estimation.offline_smoother import NoFiniteReadings, OfflineSmoother, Readings, SmoothingOptions
-from mbfg_ros.estimation.outputs import Estimate, Health, SensorCounts
+from mbfg_ros.estimation.outputs import Health, SensorCounts
+from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.io.estimate_messages import diagnostics_message
 from mbfg_ros.io.sensor_inputs import InputRouter
 from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
@@ -38,19 +39,6 @@ from mbfg_ros.replay.residuals import SampleLog
 from mbfg_ros.replay.session import ReplayOptions, ReplayResult, _replay_status, use_processes
 from mbfg_ros.replay.stamp_order import StampOrder
 from mbfg_ros.replay.truth import TruthCollector
-
-
-class _Status:
-    """What /diagnostics reads of an estimator (counts, health, newest estimate, settings)."""
-
-    def __init__(self, cfg, counts: dict[str, SensorCounts], health: Health) -> None:
-        self.cfg, self._counts, self.health, self.last = cfg, counts, health, None
-
-    def counts(self) -> dict[str, SensorCounts]:
-        return self._counts
-
-    def estimate(self) -> Estimate | None:
-        return self.last
 
 
 def _series(mech: Mechanism, lay, chunks: list[tuple]) -> EstimateSeries:
@@ -151,7 +139,6 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     samples = SampleLog()
     names = opt.names
     bag_topic_names = {t: opt.remap.get(resolve_topic(t), resolve_topic(t)) for t in InputRouter(mech).topics}
-    status = _Status(cfg, counts, health)
     # a writer process only with --parallel on: the smoothed keyframes come after the solve, so
     # writing cannot overlap it, and writing in bulk (0.1 s a four-bar minute) costs less than
     # starting that process (0.8 s of CPU)
@@ -229,13 +216,12 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                 due, next_diag = diagnostics_due(ts, next_diag, opt.diagnostics_period)
 
                 def diagnostic(i: int):
-                    status.last = rows[i]
+                    status = EstimatorStatus(counts, health, rows[i], cfg.keyframe_rate)
                     return diagnostics_message(mech, status, rows[i].stamp, int(stamps[i]), names.namespace,
                                                extra=[_replay_status(inp, inp.problems(), order, jumps, rows[i].stamp)],
                                                topic_names=bag_topic_names)
                 writer.write(stamps, (q, v, a, effort, F, T, cells), rows,
                              lambda: batch_forces.as_forces(rows, F, T, cells), due, diagnostic)
-                status.last = rows[-1]
                 clock["outputs"] += perf() - t2
                 health.keyframes += X.shape[0]
                 t0, c0 = perf(), cpu()

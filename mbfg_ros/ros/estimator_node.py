@@ -61,6 +61,7 @@ from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityP
 
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.estimation.estimator import Estimator
+from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.io import estimate_messages as outputs
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.sensor_health import RollingCounts, SensorFigures, SensorHealth
@@ -560,7 +561,7 @@ class EstimatorNode(Node):
             self.health.update(time.monotonic(), self._sensor_figures(),
                                {t: dict(c) for t, c in self.router.problems.items()})
             msg = outputs.diagnostics_message(
-                self.mech, self.estimator, self._now_estimator_time(clock_ns), clock_ns,
+                self.mech, EstimatorStatus.of(self.estimator), self._now_estimator_time(clock_ns), clock_ns,
                 node_name=self.get_fully_qualified_name(), silence=self.settings["silence_timeout"],
                 extra=self._extra_statuses(), topic_names=self.resolved_topics,
                 verdicts=self.health.verdicts(),
