@@ -45,7 +45,7 @@ import pinocchio as pin
 from mbfg_ros.estimation.outputs import Estimate, Forces
 from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.io import messages as msgs
-from mbfg_ros.io.sensor_health import ERROR, OK, WARN, divergence_verdicts
+from mbfg_ros.intake.sensor_health import ERROR, OK, WARN, divergence_verdicts
 from mbfg_ros.model.channels import command_joint, load_cell_frame
 from mbfg_ros.model.mechanism import Mechanism, MechanismData
 
@@ -251,12 +251,12 @@ def diagnostics_message(mech: Mechanism, status: EstimatorStatus, now: float, st
     so the statuses of namespaced estimators never collide. A sensor status's hardware_id is its
     topic, as ``topic_names`` resolves the config's name (the node: its namespace and remaps).
 
-    ``verdicts`` ({sensor: (level, message)}, from :class:`~mbfg_ros.io.sensor_health.SensorHealth`)
+    ``verdicts`` ({sensor: (level, message)}, from :class:`~mbfg_ros.intake.sensor_health.SensorHealth`)
     are the caller's judgement of each sensor over a recent window: a sensor listed there gets
     it (it beats "silent": readings arrive, but none is usable), and with ``verdicts`` given the
     judgement on the run's cumulative counts is left out (it would never clear).
     ``sensor_values`` adds values per sensor. A sensor the estimator's divergence test flags now
-    is ERROR naming the figure (:func:`~mbfg_ros.io.sensor_health.divergence_verdicts`), and so
+    is ERROR naming the figure (:func:`~mbfg_ros.intake.sensor_health.divergence_verdicts`), and so
     is the solver."""
     statuses = []
     topics = {s.name: s.topic for s in mech.config.sensors.all()}

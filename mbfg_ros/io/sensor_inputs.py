@@ -75,6 +75,16 @@ class TopicRoute:
     load_component: str = "force"
 
 
+def route_sensors(route: TopicRoute) -> tuple[str, ...]:
+    """The sensor names (and ``command:<joint>``) a topic feeds."""
+    out = list(route.encoders.values()) + list(route.commands.values())
+    if route.gyro:
+        out.append(route.gyro)
+    if route.load_cell:
+        out.append(route.load_cell)
+    return tuple(out)
+
+
 def _stamp_ns(msg) -> int:
     st = msg.header.stamp
     return int(st.sec) * 1_000_000_000 + int(st.nanosec)

@@ -28,14 +28,16 @@ output nobody subscribes to is not computed (subscribers are counted once a seco
 ``~/joint_states`` always goes out.
 
 Threads: DDS callbacks only decode and queue (:class:`~mbfg_ros.ros.sample_queue.SampleQueue`);
-one worker takes everything queued, feeds it to the Estimator in stamp order and publishes the
-estimates; the diagnostics timer runs on the steady clock, so /diagnostics keeps coming when every
-sensor (or /clock) is silent, and judges over a rolling window (``health_window``,
-:mod:`mbfg_ros.io.sensor_health`) so its warnings clear when their cause is gone. Time follows
-:mod:`mbfg_ros.io.time_jumps` (as replay): an isolated stamp out of line is held, then rejected
-and counted (``rejected_stamp``), never a reset; a new time that persists going back (a bag loop)
-or beyond ``max_time_gap`` ahead resets the estimator and is logged once; readings of a sensor
-lagging the others by more than the window are counted (``too_old_lagging_sensor``), not fed.
+one worker takes everything queued through the intake that ``mbfg replay`` shares
+(:mod:`mbfg_ros.intake`): stamp order across topics (``reorder_window``), the time rules and the
+estimator (:class:`~mbfg_ros.intake.feeder.Feeder`), and publishes the estimates; the diagnostics
+timer runs on the steady clock, so /diagnostics keeps coming when every sensor (or /clock) is
+silent, and judges over a rolling window (``health_window``, :mod:`mbfg_ros.intake.sensor_health`)
+so its warnings clear when their cause is gone. Time follows :mod:`mbfg_ros.intake.time_jumps`:
+an isolated stamp out of line is held, then rejected and counted (``rejected_stamp``), never a
+reset; a new time that persists going back (a bag loop) or beyond ``max_time_gap`` ahead resets
+the estimator and is logged once; readings of a sensor lagging the others by more than the window
+are counted (``too_old_lagging_sensor``), not fed.
 
 The rig is loaded through :func:`mbfg_ros.model.validation.load_rig`, the validation of ``mbfg
 check``: a rig that check refuses stops the node at start-up with the line check prints and exit
@@ -43,7 +45,6 @@ status 2.
 """
 from __future__ import annotations
 
-import heapq
 import math
 import sys
 import threading
@@ -64,9 +65,10 @@ from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.io import estimate_messages as outputs
 from mbfg_ros.io import messages as msgs
-from mbfg_ros.io.sensor_health import RollingCounts, SensorFigures, SensorHealth
-from mbfg_ros.io.sensor_inputs import FLOAT64, WRENCH_STAMPED, InputRouter
-from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
+from mbfg_ros.intake.feeder import Feeder, TimeJumpEvent
+from mbfg_ros.intake.sensor_health import RollingCounts, SensorHealth
+from mbfg_ros.intake.stamp_order import StampOrder, topic_periods_ns
+from mbfg_ros.io.sensor_inputs import FLOAT64, WRENCH_STAMPED, InputRouter, route_sensors
 from mbfg_ros.model.channels import command_channel
 from mbfg_ros.ros.free_memory import fix_heap_thresholds, release_free_memory
 from mbfg_ros.ros.message_classes import message_class
@@ -99,12 +101,11 @@ class EstimatorNode(Node):
         self.queue = SampleQueue(p["max_queue"])
         self._lock = threading.Lock()             # the estimator and the time bookkeeping
         self._tf_data = mech.create_data()
-        self.epoch_ns: int | None = None          # whole second of the first stamp
         self._last_receive_ns = 0                 # node clock at the last reading received
-        self._resets_seen = 0
-        self.status_counts: dict[str, int] = {}
-        self.jumps = {"backwards": 0, "forwards": 0}
-        self.time_jumps = TimeJumps(max_time_gap=p["max_time_gap"], max_lag=lagging_limit(cfg.lag))
+        # the intake (shared with replay): the time rules, stamp order across topics, the estimator
+        self.order = StampOrder(topic_periods_ns(mech, {t: route_sensors(r) for t, r in self.router.routes.items()}),
+                                p["reorder_window"], p["silence_timeout"])
+        self.feeder = Feeder(self.estimator, self.order, p["max_time_gap"], after_reset=self._time_jump)
         self.published: dict[str, int] = {}
         self._latency: deque = deque()            # (steady s, node clock at publish - stamp, ms)
         self._warned: set[str] = set()            # sensors logged as WARN
@@ -113,11 +114,9 @@ class EstimatorNode(Node):
         self.health = SensorHealth({x.name: x.rate for x in sensors}, {x.name: x.topic for x in sensors},
                                    window=p["health_window"])
         self._queue_window = RollingCounts(p["health_window"])
-        self._in_feed = 0                          # readings taken from the reorder heap, not yet fed
-        self._fed_stamp: dict[str, int] = {}       # sensor -> newest stamp fed (ns), any value
+        self._in_feed = 0                          # readings taken from the stamp order, not yet fed
         self._problems_logged: set[tuple[str, str]] = set()
         self._diag_due = threading.Event()
-        self.held = 0                             # readings waiting for other topics (worker)
         self._wanted_at = -math.inf               # when the outputs' subscribers were counted
         self._wanted_topics: set[str] = set()
         self.lost: dict[str, int] = {}            # messages DDS reported lost, per topic
@@ -291,8 +290,7 @@ class EstimatorNode(Node):
 
     def _on_reset(self, request, response):
         with self._lock:
-            self.estimator.reset("reset service")
-            self._resets_seen = self.estimator.health.resets
+            self.feeder.reset("reset service")
         self.get_logger().info("estimator reset (~/reset): it restarts from the config's initial "
                                "state at the next sample")
         response.success = True
@@ -317,60 +315,33 @@ class EstimatorNode(Node):
                                         + traceback.format_exc(), throttle_duration_sec=5.0)
 
     def _work_loop(self) -> None:
-        """Take what the callbacks queued and feed it in stamp order across topics.
-
-        DDS delivers topics independently and the executor takes one message per topic in
-        turn, so in a backlog a 200 Hz topic runs ahead of a 1 kHz one in stamp time. A reading
-        stamped s therefore waits while an active topic (one that delivered within
-        ``silence_timeout`` or ``reorder_window``, the longer) may still send something stamped
-        before s, i.e. while that topic's newest stamp plus its nominal period is not past s;
-        at most ``reorder_window`` s."""
-        held: list = []                     # heap of (stamp_ns, seq, arrival, reading)
-        newest: dict[str, int] = {}         # newest stamp per topic
-        seen: dict[str, float] = {}         # wall time of the topic's last reading
-        seq = 0
-        window = self.settings["reorder_window"]
-        active = max(self.settings["silence_timeout"], window)   # s without data: not waited for
-        period = self._topic_periods_ns()
+        """Take what the callbacks queued through the intake: the time rules, then stamp order
+        across topics (:class:`~mbfg_ros.intake.stamp_order.StampOrder` on the steady clock: a
+        reading waits while an active topic may still send one stamped before it, at most
+        ``reorder_window``); a backlog is fed in slices so that estimates and diagnostics keep
+        going out."""
+        feeder = self.feeder
         while not self.queue.closed:
-            batch = self.queue.take_all(timeout=0.002 if held else 0.05)
-            now = time.monotonic()
-            for r in batch:
-                seq += 1
-                heapq.heappush(held, (r.stamp_ns, seq, now, r))
-                if r.stamp_ns > newest.get(r.topic, -1):
-                    newest[r.topic] = r.stamp_ns
-                seen[r.topic] = now
-            nexts = [newest[t] + period.get(t, 1_000_000) for t, w in seen.items() if now - w < active]
-            watermark = min(nexts) if nexts else None
-            ready = []
-            while held and (watermark is None or held[0][0] < watermark or now - held[0][2] >= window):
-                ready.append(heapq.heappop(held)[3])
-            self.held = len(held)
+            batch = self.queue.take_all(timeout=0.002 if len(self.order) else 0.05)
+            now = time.monotonic_ns()
+            if batch:
+                with self._lock:                    # (a time jump feeds and resets the estimator)
+                    for r in batch:
+                        feeder.push(r.topic, r.sensor, r.stamp_ns, r.value, now)
+                    out = self._messages_of_estimates()
+                self.queue.mark_processed(batch)
+                self._publish(out)
+            ready = feeder.release(now)
             self._in_feed = len(ready)
-            # a backlog is fed in slices so that estimates and diagnostics keep going out
             for i in range(0, len(ready), self.SLICE):
                 part = ready[i:i + self.SLICE]
                 with self._lock:
-                    out = self._feed(part)
+                    feeder.feed(part)
+                    out = self._messages_of_estimates()
                     self._in_feed -= len(part)
-                self.queue.mark_processed(part)
                 self._publish(out)
                 self._diagnostics_if_due()
             self._diagnostics_if_due()
-
-    def _topic_periods_ns(self) -> dict[str, int]:
-        """Nominal message period of each input topic (its fastest sensor's configured rate;
-        1 ms for known-input command topics, whose rate the config does not give)."""
-        rates = {s.name: s.rate for s in self.mech.config.sensors.all()}
-        out = {}
-        for topic, route in self.router.routes.items():
-            names = list(route.encoders.values()) + [n for n in (route.gyro, route.load_cell) if n]
-            rate = max((rates.get(n, 0.0) for n in names), default=0.0)
-            if route.commands:
-                rate = max(rate, 1000.0)
-            out[topic] = int(1e9 / rate) if rate > 0 else 1_000_000
-        return out
 
     SLICE = 50
     """Readings fed per slice (the lock is released and outputs published between slices)."""
@@ -380,45 +351,18 @@ class EstimatorNode(Node):
             self._diag_due.clear()
             self._publish_diagnostics()
 
-    TIME_RULE_COUNTS = {"stale": "discarded_at_time_jump", "too_old": "too_old_lagging_sensor",
-                        "rejected": "rejected_stamp"}
-    """/diagnostics name (``samples <name>``) of the readings :class:`TimeJumps` drops."""
-
-    def _feed(self, batch: list[QueuedReading]) -> list[tuple[str, bytes]]:
-        """Feed readings to the estimator after the time-jump rules (:mod:`mbfg_ros.io.time_jumps`,
-        shared with replay): an out-of-line stamp is held until its new time persists (then the
-        estimator restarts on a jump) and rejected if it does not; readings left over from before
-        a jump or from a sensor lagging the others by more than the window are counted, not fed."""
+    def _messages_of_estimates(self) -> list[tuple[str, bytes, int]]:
+        """The messages of the estimates the estimator closed since the last call."""
         est = self.estimator
-        jumps = self.time_jumps
-        for r in batch:
-            if self.epoch_ns is None:
-                self.epoch_ns = (r.stamp_ns // 1_000_000_000) * 1_000_000_000
-            verdict = jumps.check(r.topic, r.sensor, r.stamp_ns, r)
-            if verdict not in ("ok", "jump"):
-                continue                     # held, or dropped and counted by TimeJumps
-            if verdict == "jump":
-                jump = jumps.jumps[-1]
-                est.reset(jump.reason)
-                self._resets_seen = est.health.resets
-                self._time_jump(r, jump.direction, jump.reason)
-                self._fed_stamp.clear()
-                self.health.restart()
-            for x in (*jumps.released(), r):
-                if x.stamp_ns > self._fed_stamp.get(x.sensor, -1):
-                    self._fed_stamp[x.sensor] = x.stamp_ns
-                status = est.add_sample(x.sensor, (x.stamp_ns - self.epoch_ns) * 1e-9, x.value)
-                self.status_counts[status] = self.status_counts.get(status, 0) + 1
-                if est.health.resets != self._resets_seen:      # the estimator's own jump check
-                    self._resets_seen = est.health.resets
-                    self._time_jump(x, "backwards", est.health.last_reset)
         estimates = est.pop_lagged() if self.settings["lagged"] else est.pop_estimates()
         return self._messages(estimates)
 
-    def _time_jump(self, r: QueuedReading, direction: str, reason: str) -> None:
-        """Count and log (once per jump) a time jump that restarted the estimator."""
-        self.jumps[direction] += 1
-        self.get_logger().warning(f"{reason} (stamp {r.stamp_ns * 1e-9:.3f} s on {r.topic}; a bag "
+    def _time_jump(self, jump: TimeJumpEvent) -> None:
+        """Log (once per jump) a time jump that restarted the estimator; after one the time rules
+        found, the health window starts again (stamps across it do not compare)."""
+        if jump.by_rules:
+            self.health.restart()
+        self.get_logger().warning(f"{jump.reason} (stamp {jump.stamp_ns * 1e-9:.3f} s on {jump.topic}; a bag "
                                   "loop or a clock reset?): estimator reset")
 
     def _wanted(self) -> set[str]:
@@ -441,7 +385,7 @@ class EstimatorNode(Node):
         wanted = self._wanted()
         want_forces = self.settings["publish_forces"] and any("/forces/" in t for t in wanted)
         for e in estimates:
-            stamp_ns = self.epoch_ns + int(round(e.stamp * 1e9))
+            stamp_ns = self.feeder.epoch_ns + int(round(e.stamp * 1e9))
             forces = self.estimator.forces(e) if want_forces else None
             for topic, _, msg in outputs.estimate_messages(self.mech, e, forces, stamp_ns, self.names):
                 if topic in wanted and topic in self._pub:
@@ -470,29 +414,10 @@ class EstimatorNode(Node):
         the node-clock time since the node last received any reading. A sensor is then silent
         when it lags the others (even while the worker runs behind real time), and every
         sensor is once nothing arrives; a clock offset between rig and node does not matter."""
-        newest_ns = self.time_jumps.newest_ns        # newest stamp fed
-        if newest_ns is None or self.epoch_ns is None:
+        newest = self.feeder.newest_seconds()
+        if newest is None:
             return 0.0
-        return (newest_ns - self.epoch_ns) * 1e-9 + max(0.0, (clock_ns - self._last_receive_ns) * 1e-9)
-
-    def _sensor_figures(self) -> dict[str, SensorFigures]:
-        """Each sensor's cumulative figures for the rolling window (estimator counts plus the
-        readings the time rules dropped before it)."""
-        out = {}
-        dropped = self.time_jumps.by_sensor
-        for name, c in self.estimator.counts().items():
-            d = dropped.get(name, {})
-            reasons = {"not finite": c.rejected_nonfinite, "duplicate stamps": c.rejected_duplicate,
-                       "too old for the window": c.too_old, "discarded at a restart": c.discarded,
-                       "stamps out of line": d.get("rejected", 0),
-                       "stale after a time jump": d.get("stale", 0),
-                       "lagging the other sensors": d.get("too_old", 0)}
-            fed = self._fed_stamp.get(name)
-            out[name] = SensorFigures(arrived=c.received + sum(d.values()),
-                                      usable=c.used + c.late + c.pending, reasons=reasons,
-                                      duplicates=c.rejected_duplicate,
-                                      last_stamp=None if fed is None else (fed - self.epoch_ns) * 1e-9)
-        return out
+        return newest + max(0.0, (clock_ns - self._last_receive_ns) * 1e-9)
 
     def _extra_statuses(self) -> list:
         """The input queue and outputs statuses; their levels judge the last ``health_window``
@@ -516,7 +441,7 @@ class EstimatorNode(Node):
         elif recent["unusable"]:
             level, message = outputs.WARN, f"{recent['unusable']} unusable messages {w}"
         values = dict(q)
-        values["reordering"] = self.held
+        values["reordering"] = len(self.order)
         values["worker_errors"] = self.worker_errors
         values["lost_in_dds"] = lost
         for topic, count in sorted(self.lost.items()):
@@ -529,17 +454,10 @@ class EstimatorNode(Node):
                 values[f"disagrees {topic}"] = f"{count} x {what}"
         for topic in sorted(self.router.topics):
             values[f"messages {topic}"] = self.queue.messages.get(topic, 0)
-        for status, count in sorted(self.status_counts.items()):
-            values[f"samples {status}"] = count
-        for what, name in self.TIME_RULE_COUNTS.items():
-            values[f"samples {name}"] = sum(getattr(self.time_jumps, what).values())
-        values["samples held_out_of_line"] = self.time_jumps.held
+        values.update(self.feeder.values())
         # every reading queued is in exactly one place: waiting, reordering, held by the time
         # rules, dropped by them, or received by the estimator (0 = nothing went missing)
-        received = sum(c.received for c in self.estimator.counts().values())
-        time_dropped = sum(sum(getattr(self.time_jumps, w).values()) for w in self.TIME_RULE_COUNTS)
-        values["unaccounted_readings"] = (q["queued"] - q["waiting"] - self.held - self._in_feed
-                                          - self.time_jumps.held - time_dropped - received)
+        values["unaccounted_readings"] = self.feeder.unaccounted(q["queued"] - q["waiting"] - self._in_feed)
         horizon = time.monotonic() - self.health.counts.window
         while self._latency and self._latency[0][0] < horizon:
             self._latency.popleft()
@@ -547,8 +465,9 @@ class EstimatorNode(Node):
         out_values = {"stamp_to_publish_mean_ms": float(lat.mean()) if lat.size else 0.0,
                       "stamp_to_publish_p99_ms": float(np.percentile(lat, 99)) if lat.size else 0.0,
                       "stamp_to_publish_window_s": self.health.counts.window,
-                      "jumps_backwards": self.jumps["backwards"], "jumps_forwards": self.jumps["forwards"],
-                      "epoch_s": "none" if self.epoch_ns is None else f"{self.epoch_ns * 1e-9:.0f}",
+                      "jumps_backwards": self.feeder.jumps["backwards"],
+                      "jumps_forwards": self.feeder.jumps["forwards"],
+                      "epoch_s": "none" if self.feeder.epoch_ns is None else f"{self.feeder.epoch_ns * 1e-9:.0f}",
                       "lagged": self.settings["lagged"]}
         for topic, count in sorted(self.published.items()):
             out_values[f"published {topic}"] = count
@@ -558,7 +477,7 @@ class EstimatorNode(Node):
     def _publish_diagnostics(self) -> None:
         clock_ns = self.get_clock().now().nanoseconds
         with self._lock:
-            self.health.update(time.monotonic(), self._sensor_figures(),
+            self.health.update(time.monotonic(), self.feeder.sensor_figures(),
                                {t: dict(c) for t, c in self.router.problems.items()})
             msg = outputs.diagnostics_message(
                 self.mech, EstimatorStatus.of(self.estimator), self._now_estimator_time(clock_ns), clock_ns,
