@@ -76,6 +76,7 @@ class Feeder:
         self.statuses: Counter = Counter()          # add_sample's verdicts
         self.jumps = {"backwards": 0, "forwards": 0}    # estimator restarts for time jumps
         self.fed_stamp: dict[str, int] = {}         # sensor -> newest stamp fed (ns) since a jump
+        self.newest_fed_ns: int | None = None       # newest stamp fed since a jump
         self.estimator_time = 0.0                   # s (wall) spent in add_sample
         self._resets_seen = estimator.health.resets
 
@@ -95,6 +96,7 @@ class Feeder:
             self.estimator.reset(jump.reason)
             self._resets_seen = self.estimator.health.resets
             self.fed_stamp.clear()
+            self.newest_fed_ns = None
             self.order.restart()
             self._jumped(event)
         elif verdict != "ok":
@@ -123,6 +125,8 @@ class Feeder:
             self.epoch_ns = (stamp_ns // 1_000_000_000) * 1_000_000_000
         if stamp_ns > self.fed_stamp.get(sensor, -1):
             self.fed_stamp[sensor] = stamp_ns
+            if self.newest_fed_ns is None or stamp_ns > self.newest_fed_ns:
+                self.newest_fed_ns = stamp_ns
         est = self.estimator
         t = (stamp_ns - self.epoch_ns) * 1e-9
         t0 = time.perf_counter()
@@ -151,9 +155,9 @@ class Feeder:
         return (stamp_ns - (self.epoch_ns or 0)) * 1e-9
 
     def newest_seconds(self) -> float | None:
-        """The newest stamp let through the time rules, s since the epoch (None before any)."""
-        newest = self.time_jumps.newest_ns
-        return None if newest is None or self.epoch_ns is None else self.seconds(newest)
+        """The newest stamp fed to the estimator since the last jump, s since the epoch (None
+        before any)."""
+        return None if self.newest_fed_ns is None else self.seconds(self.newest_fed_ns)
 
     def dropped(self) -> dict[str, int]:
         """{rule name (:data:`RULE_NAMES`): readings the time rules dropped}."""

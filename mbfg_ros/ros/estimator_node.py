@@ -49,10 +49,8 @@ import math
 import sys
 import threading
 import time
-from collections import deque
 from pathlib import Path
 
-import numpy as np
 import rclpy
 from rclpy.clock import Clock, ClockType
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -66,12 +64,13 @@ from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.io import estimate_messages as outputs
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.intake.feeder import Feeder, TimeJumpEvent
-from mbfg_ros.intake.sensor_health import RollingCounts, SensorHealth
+from mbfg_ros.intake.sensor_health import SensorHealth
 from mbfg_ros.intake.stamp_order import StampOrder, topic_periods_ns
 from mbfg_ros.io.sensor_inputs import FLOAT64, WRENCH_STAMPED, InputRouter, route_sensors
 from mbfg_ros.model.channels import command_channel
 from mbfg_ros.ros.free_memory import fix_heap_thresholds, release_free_memory
 from mbfg_ros.ros.message_classes import message_class
+from mbfg_ros.ros.node_diagnostics import NodeStatuses, SensorChangeLog
 from mbfg_ros.ros.node_parameters import declare_node_parameters, init_rclpy
 from mbfg_ros.ros.parameter_tables import (ESTIMATOR_PARAMETERS, check_frame, estimator_config,
                                            load_node_mechanism)
@@ -107,13 +106,11 @@ class EstimatorNode(Node):
                                 p["reorder_window"], p["silence_timeout"])
         self.feeder = Feeder(self.estimator, self.order, p["max_time_gap"], after_reset=self._time_jump)
         self.published: dict[str, int] = {}
-        self._latency: deque = deque()            # (steady s, node clock at publish - stamp, ms)
-        self._warned: set[str] = set()            # sensors logged as WARN
-        self._diverged: set[str] = set()          # sensors logged as ERROR (diverged)
+        self._statuses = NodeStatuses(p["health_window"])      # the input queue's and outputs' statuses
+        self._sensor_changes = SensorChangeLog(f"{self.get_fully_qualified_name()}: sensor ")
         sensors = mech.config.sensors.all()
         self.health = SensorHealth({x.name: x.rate for x in sensors}, {x.name: x.topic for x in sensors},
                                    window=p["health_window"])
-        self._queue_window = RollingCounts(p["health_window"])
         self._in_feed = 0                          # readings taken from the stamp order, not yet fed
         self._problems_logged: set[tuple[str, str]] = set()
         self._diag_due = threading.Event()
@@ -404,8 +401,7 @@ class EstimatorNode(Node):
                 self._pub[topic].publish(cdr)
             self.published[topic] = self.published.get(topic, 0) + 1
             if topic == joint_states:
-                self._latency.append((time.monotonic(),
-                                      (self.get_clock().now().nanoseconds - stamp_ns) * 1e-6))
+                self._statuses.published(time.monotonic(), (self.get_clock().now().nanoseconds - stamp_ns) * 1e-6)
 
     # ------------------------------------------------------------------------------------------
     # diagnostics
@@ -419,61 +415,6 @@ class EstimatorNode(Node):
             return 0.0
         return newest + max(0.0, (clock_ns - self._last_receive_ns) * 1e-9)
 
-    def _extra_statuses(self) -> list:
-        """The input queue and outputs statuses; their levels judge the last ``health_window``
-        seconds (a warning clears once its cause is gone), their values are run totals."""
-        q = self.queue.figures()
-        lost = sum(self.lost.values())
-        unusable = sum(sum(c.values()) for c in self.router.problems.values())
-        win = self._queue_window
-        win.update(time.monotonic(), {"worker_errors": self.worker_errors, "dropped": q["dropped"],
-                                      "lost": lost, "unusable": unusable})
-        recent = {k: int(win.delta(k)) for k in ("worker_errors", "dropped", "lost", "unusable")}
-        w = f"in the last {max(win.span, 0.0):.0f} s"
-        level, message = outputs.OK, "ok"
-        if recent["worker_errors"]:
-            level, message = outputs.ERROR, f"{recent['worker_errors']} estimation worker errors {w} (see the log)"
-        elif recent["dropped"]:
-            level, message = outputs.ERROR, f"{recent['dropped']} readings dropped {w}: the queue was full"
-        elif recent["lost"]:
-            level, message = outputs.ERROR, (f"{recent['lost']} messages lost in DDS {w} before the node "
-                                             "took them (qos_depth too small, or the node starved of CPU)")
-        elif recent["unusable"]:
-            level, message = outputs.WARN, f"{recent['unusable']} unusable messages {w}"
-        values = dict(q)
-        values["reordering"] = len(self.order)
-        values["worker_errors"] = self.worker_errors
-        values["lost_in_dds"] = lost
-        for topic, count in sorted(self.lost.items()):
-            values[f"lost {topic}"] = count
-        for topic, counter in self.router.problems.items():
-            for reason, count in counter.items():
-                values[f"unusable {topic}"] = f"{count} x {reason}"
-        for topic, counter in self.router.disagreements.items():
-            for what, count in counter.items():
-                values[f"disagrees {topic}"] = f"{count} x {what}"
-        for topic in sorted(self.router.topics):
-            values[f"messages {topic}"] = self.queue.messages.get(topic, 0)
-        values.update(self.feeder.values())
-        # every reading queued is in exactly one place: waiting, reordering, held by the time
-        # rules, dropped by them, or received by the estimator (0 = nothing went missing)
-        values["unaccounted_readings"] = self.feeder.unaccounted(q["queued"] - q["waiting"] - self._in_feed)
-        horizon = time.monotonic() - self.health.counts.window
-        while self._latency and self._latency[0][0] < horizon:
-            self._latency.popleft()
-        lat = np.fromiter((x[1] for x in self._latency), float) if self._latency else np.zeros(0)
-        out_values = {"stamp_to_publish_mean_ms": float(lat.mean()) if lat.size else 0.0,
-                      "stamp_to_publish_p99_ms": float(np.percentile(lat, 99)) if lat.size else 0.0,
-                      "stamp_to_publish_window_s": self.health.counts.window,
-                      "jumps_backwards": self.feeder.jumps["backwards"],
-                      "jumps_forwards": self.feeder.jumps["forwards"],
-                      "epoch_s": "none" if self.feeder.epoch_ns is None else f"{self.feeder.epoch_ns * 1e-9:.0f}",
-                      "lagged": self.settings["lagged"]}
-        for topic, count in sorted(self.published.items()):
-            out_values[f"published {topic}"] = count
-        return [("input queue", level, message, values),
-                ("outputs", outputs.OK, f"{sum(self.published.values())} messages published", out_values)]
-
     def _publish_diagnostics(self) -> None:
         clock_ns = self.get_clock().now().nanoseconds
         with self._lock:
@@ -482,38 +423,22 @@ class EstimatorNode(Node):
             msg = outputs.diagnostics_message(
                 self.mech, EstimatorStatus.of(self.estimator), self._now_estimator_time(clock_ns), clock_ns,
                 node_name=self.get_fully_qualified_name(), silence=self.settings["silence_timeout"],
-                extra=self._extra_statuses(), topic_names=self.resolved_topics,
+                extra=self._node_statuses(), topic_names=self.resolved_topics,
                 verdicts=self.health.verdicts(),
                 sensor_values={name: self.health.window_values(name) for name in self.estimator.counts()})
         self._pub["/diagnostics"].publish(bytes(msgs.serialize(msg)))
-        self._log_sensor_changes(msg)
+        log = self.get_logger()
+        for level, text in self._sensor_changes.lines(msg.status):
+            getattr(log, level)(text)
         release_free_memory()
 
-    def _log_sensor_changes(self, msg) -> None:
-        """Log once when a sensor turns WARN (silent, unusable, losing readings) and when it is
-        back to ok; an ERROR (the divergence test) once per period."""
-        prefix = f"{self.get_fully_qualified_name()}: sensor "
-        for status in msg.status:
-            if not status.name.startswith(prefix):
-                continue
-            name = status.name[len(prefix):]
-            if status.level == outputs.ERROR and name not in self._diverged:
-                self._diverged.add(name)         # the divergence test: logged once per period
-                self.get_logger().error(f"sensor {name} ({status.hardware_id}): {status.message}")
-            elif status.level != outputs.ERROR:
-                self._diverged.discard(name)
-            bad = status.level == outputs.WARN and status.message != "no data yet"
-            if bad and name not in self._warned:
-                self._warned.add(name)
-                if status.message.startswith("fitted worse"):     # the divergence test: strained
-                    self.get_logger().warning(f"sensor {name} ({status.hardware_id}): {status.message}")
-                else:
-                    what = status.message if status.message.startswith("silent") else f"WARN: {status.message}"
-                    self.get_logger().warning(f"sensor {name} ({status.hardware_id}) is {what}; "
-                                              "estimating from the others")
-            elif not bad and name in self._warned and status.message == "ok":
-                self._warned.discard(name)
-                self.get_logger().info(f"sensor {name} ({status.hardware_id}) is back")
+    def _node_statuses(self) -> list[tuple]:
+        """The input queue and outputs statuses (:class:`~mbfg_ros.ros.node_diagnostics.NodeStatuses`)."""
+        now = time.monotonic()
+        st = self._statuses
+        return [st.input_queue(now, self.queue.figures(), self.queue.messages, self.lost, self.router,
+                               self.feeder, self.worker_errors, self._in_feed),
+                st.outputs(now, self.health.counts.window, self.published, self.feeder, self.settings["lagged"])]
 
     # ------------------------------------------------------------------------------------------
     def stop(self) -> None:
