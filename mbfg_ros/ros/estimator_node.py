@@ -429,7 +429,13 @@ class EstimatorNode(Node):
         self._pub["/diagnostics"].publish(bytes(msgs.serialize(msg)))
         log = self.get_logger()
         for level, text in self._sensor_changes.lines(msg.status):
-            getattr(log, level)(text)
+            # (one call site per severity: rclpy refuses a call site that changes its severity)
+            if level == "error":
+                log.error(text)
+            elif level == "warning":
+                log.warning(text)
+            else:
+                log.info(text)
         release_free_memory()
 
     def _node_statuses(self) -> list[tuple]:
