@@ -43,7 +43,7 @@ demo: setup
 	@$(MBFG) demo
 
 check-examples: setup
-	@for f in config/*.yaml; do case $$f in *.params.yaml|*.map.yaml) continue;; esac; $(MBFG) check $$f || exit 1; done
+	@for f in config/*.yaml config/iftomm/*.yaml; do case $$f in *.params.yaml|*.map.yaml) continue;; esac; $(MBFG) check $$f || exit 1; done
 
 bench-quick: setup
 	@$(MBFG) benchmark --quick --jobs 2

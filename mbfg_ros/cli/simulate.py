@@ -189,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
     t3 = time.perf_counter()
     truth_mech = trajectory.mechanism
     conservative = not (truth_mech.has_friction or truth_mech.has_offset
+                        or (truth_mech.springs and truth_mech.springs.damped)
                         or InputProfile(truth_mech, scenario).active)
     facts = {
         "bag": str(out), "storage": args.storage, "config": str(args.config),
@@ -199,8 +200,9 @@ def run(args: argparse.Namespace) -> int:
         "scenario": scenario.describe(), "sensor_options": _options_facts(options),
         "input_joints": {"known": list(truth_mech.known_input_joints), "unknown": list(truth_mech.input_joints)},
         "conservative": conservative,
-        "energy_drift": trajectory.energy_drift() if conservative else None,
+        "energy_drift": trajectory.energy_drift(),
         "max_closure_residual": float(trajectory.closure_residual().max()),
+        "singular_passages": [{"t": t, "ratio": r} for t, r in trajectory.singular_passages()],
         "max_integrator_drift": trajectory.stats.max_drift,
         "rhs_evaluations": trajectory.stats.rhs_evaluations,
         "wall_time": t3 - t0,
@@ -251,9 +253,13 @@ def format_summary(f: dict) -> str:
         f"Faults: noise {'on' if so['noise'] else 'off'}, quantize {'on' if so['quantize'] else 'off'}, "
         f"gyro bias {so['gyro_bias']:g} rad/s{' + walk' if so['gyro_bias_walk'] else ''}, jitter {so['jitter']:g} s, "
         f"delay {so['delay']:g} s, dropout {so['dropout']:g}, outliers {so['outlier_rate']:g}")
-    drift = (f"energy drift {f['energy_drift']:.2e} (relative)" if f["energy_drift"] is not None
-             else "energy drift n/a (friction, offsets or inputs)")
+    drift = (f"energy drift {f['energy_drift']:.2e} (relative" + (")" if f["conservative"] else
+             ", net of the inputs' work and what friction and dampers dissipated)"))
     lines.append(f"Accuracy: max closure residual {f['max_closure_residual']:.2e}, {drift}")
+    if f["singular_passages"]:
+        times = ", ".join(f"{p['t']:g}" for p in f["singular_passages"])
+        lines.append(f"Singular positions passed: {len(f['singular_passages'])} (the closure Jacobian's rank "
+                     f"collapsing: its smallest kept singular value below 1% of its initial one) at t = {times} s")
     w = f["wall_times"]
     lines.append(f"Wall time: {f['wall_time']:.2f} s (integration {w['integration']:.2f} s, sensors and "
                  f"truth {w['sensors_and_truth']:.2f} s, writing {w['writing']:.2f} s)")

@@ -9,8 +9,10 @@ the true motion at 400 Hz are 0.29 rad/s RMS against the rule's 0.048, and an es
 the rule fits its rod gyro at 4.4 sigma and its load cell at 5.1, while with the noise at the true
 truncation it fits them at 0.75 and 0.36 (and its torque error halves).
 
-So the online estimator takes the truncation from its own recent estimates: per coordinate j,
-with the accelerations a of consecutive keyframes, q''' ~ (a_k - a_{k-1}) / h and
+So the online estimator takes the truncation from its own recent estimates (the smoothed
+accelerations a few keyframes behind the newest: the newest one jumps where a Gauss-Newton step
+or a reading moves it, and fed back into the noise those jumps ran away): per coordinate j, with
+the accelerations a of consecutive keyframes, q''' ~ (a_k - a_{k-1}) / h and
 q'''' ~ (a_k - 2 a_{k-1} + a_{k-2}) / h^2, over the last :data:`SPAN` seconds as an RMS:
 
     sigma_q,j = max(default_q, h^2 / 12 * RMS(Delta a_j))

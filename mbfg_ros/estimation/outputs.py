@@ -141,3 +141,18 @@ class Health:
         """(mean, p99, max) update time in ms per keyframe (wall, or thread CPU), over the last
         ``timing.window_s`` seconds (default 10), or over the whole run."""
         return self.timing.summary(cpu, whole_run)
+
+
+def estimate_forces(mech, data, e: Estimate, tau: np.ndarray) -> Forces:
+    """Closure reactions (in frame_b), load-cell readings and actuator efforts of an estimate
+    whose known input efforts are ``tau`` (n,) (``mech``: the Mechanism, ``data`` its
+    MechanismData)."""
+    closures = [ClosureForce(c.name, c.frame_b, f, tq) for c, (f, tq) in
+                zip(mech.closure_configs, mech.closure_wrenches_in_frame_b(data, e.q, e.lam))]
+    cells = {}
+    for k, cell in enumerate(mech.load_cells):
+        cells[cell.config.name] = mech.load_cell(data, k, e.q, e.v, e.a, e.lam, e.u, tau,
+                                                  derivatives=False)[0]
+    act = set(mech.input_joints) | set(mech.known_input_joints)
+    efforts = {name: float(e.effort[mech.index[name]]) for name in mech.joint_names if name in act}
+    return Forces(closures, cells, efforts)

@@ -107,3 +107,94 @@ def select_steps(rec: StepRecords, keys: list[int], X: np.ndarray, n: int, th: f
         # the newest step first: its linearization is what the published estimate rests on
         cand = np.concatenate(([ks.size - 1], cand[cand != ks.size - 1]))
     return [int(k) for k in ks[cand[:budget]]]
+
+
+SCAN_PERIOD = 0.05             # s between deep relinearization passes while converging,
+QUIET_SCAN_PERIOD = 1.0        # and while tracking (after QUIET_PASSES deep passes found no work;
+QUIET_PASSES = 3               # a pass that finds work makes it converging again)
+QUIET_DEEP_FACTOR = 3.0        # while tracking, deep steps are redone beyond this times the threshold
+
+
+class Relinearizer:
+    """The fluid relinearisation schedule of one estimator: every keyframe the newest step is
+    checked (while the previous check found work: the newest ``relinearize_horizon`` steps);
+    every SCAN_PERIOD the whole window (a deep pass: it costs milliseconds, and finds work only
+    while the estimate converges from a wrong state); every QUIET_SCAN_PERIOD once deep passes
+    found nothing QUIET_PASSES times in a row. A deep pass that moved the newest keyframe again
+    is followed by one that relinearises the newest step alone (cheap)."""
+
+    def __init__(self, cfg, n: int) -> None:
+        """``cfg``: the EstimatorConfig; ``n``: coordinates."""
+        self.cfg = cfg
+        self.n = n
+        rate = cfg.keyframe_rate
+        self.scan_every = max(10, int(round(SCAN_PERIOD * rate)))
+        # (odd, so that quiet passes seldom fall on a keyframe that also marginalises)
+        self.quiet_scan_every = 2 * max(5, int(round(QUIET_SCAN_PERIOD * rate / 2))) + 1
+        self.restart()
+
+    def restart(self) -> None:
+        """A new run: converging, the next check active."""
+        self.count = 0
+        self.active = True
+        self.quiet_passes = 0                       # deep passes in a row that found no work
+
+    def after_update(self, sm, rec: StepRecords, k: int, x_k: np.ndarray, linearize, health) -> np.ndarray | None:
+        """Relinearise what the schedule asks after an update whose newest keyframe is k (state
+        x_k): ``sm`` the FixedLagSmoother, ``linearize(x0, x1, p)`` the step rows (views). Returns
+        keyframe k's new state when steps were redone, else None."""
+        cfg = self.cfg
+        budget = cfg.relinearize_budget
+        if budget <= 0 or len(sm) < 2:
+            return None
+        n, th = self.n, cfg.relinearize_threshold
+        vth = cfg.relinearize_velocity_factor * th
+        self.count += 1
+        converging = self.quiet_passes < QUIET_PASSES
+        deep = self.count % (self.scan_every if converging else self.quiet_scan_every) == 0
+        if not deep and not self.active and not rec.moved(k, None, x_k, n, th, vth):
+            return None
+        X = sm.all_estimates()
+        if deep:
+            # while tracking, a step beyond the horizon must have moved QUIET_DEEP_FACTOR times
+            # the threshold: relinearizing it makes ISAM2 re-eliminate the window (milliseconds)
+            order = select_steps(rec, sm.keys, X, n, th, vth, len(sm), 0,
+                                 1.0 if converging else QUIET_DEEP_FACTOR, cfg.relinearize_horizon)
+            self.quiet_passes = self.quiet_passes + 1 if len(order) <= 1 else 0
+        else:
+            order = select_steps(rec, sm.keys, X, n, th, vth, budget, cfg.relinearize_horizon)
+            self.active = bool(order)
+            if len(order) > 1:
+                self.quiet_passes = 0
+        if not order:
+            return None
+        x_k = redo_steps(sm, rec, order, X, k, linearize, health)
+        if deep and len(order) > 1 and rec.moved(k, None, x_k, n, th, vth):
+            # relinearizing old steps moved the newest keyframe: its own step once more (cheap),
+            # so that the published estimate rests on a linearization at itself
+            x_k = redo_steps(sm, rec, [k], sm.all_estimates()[-2:], k, linearize, health, first_key=k - 1)
+        return x_k
+
+
+def redo_steps(sm, rec: StepRecords, steps: list[int], X: np.ndarray, k: int, linearize, health,
+               first_key: int | None = None) -> np.ndarray:
+    """Relinearise ``steps`` at the estimates X (rows from ``first_key``, default the window's
+    oldest keyframe) and swap their factors in one ISAM2 update; returns the newest keyframe
+    k's state after it."""
+    first_key = sm.keys[0] if first_key is None else first_key
+    factors, removes, redo = [], [], []
+    for kk in steps:
+        i = kk - first_key
+        unary = rec.is_unary(kk)
+        x1 = X[i]
+        x0 = None if unary else X[i - 1]
+        r, J0, J1 = linearize(x0, x1, rec.parameters(kk))
+        factors.append(sm.factor(kk, r, J0, J1, x0, x1))
+        removes.append(rec.factor_index(kk))
+        redo.append((kk, x0, x1))
+    touched = min(kk - (0 if rec.is_unary(kk) else 1) for kk, _, _ in redo)
+    idx = sm.update(factors, remove=removes, touched=touched)
+    for (kk, x0, x1), i in zip(redo, idx):
+        rec.relinearized(kk, x0, x1, i)
+    health.relinearizations += len(factors)
+    return sm.estimate(k)

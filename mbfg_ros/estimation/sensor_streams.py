@@ -61,3 +61,20 @@ class SensorStream:
     def set_mean_abs(self, m: float) -> None:
         self.mean_abs = m
         self.scale = max(1.0, m / GAUSSIAN_MEAN_ABS)
+
+
+def count_step(streams: list[SensorStream], stats) -> list[int]:
+    """Counts and innovation scales of the readings in the step just linearised (``stats``: the
+    step function's per-sensor outputs, mean |innovation| and down-weighted count); returns how
+    many readings of each stream it took."""
+    taken = []
+    for i, s in enumerate(streams):
+        c = s.taken
+        taken.append(c)
+        if c:
+            s.counts.used += c
+            s.set_mean_abs(float(stats[2 * i]))
+            d = stats[2 * i + 1]
+            if d:
+                s.counts.downweighted += int(d)
+    return taken

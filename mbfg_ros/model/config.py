@@ -1,8 +1,8 @@
 """The mechanism config: one YAML file that describes one rig, validated into dataclasses.
 
 A rig is a URDF (kinematic tree, inertias, limits) plus this file, which says what URDF cannot:
-loop closures, the independent coordinates, friction and actuation per joint, the sensors, and
-the estimator's settings. The schema is documented field by field in README.md ("Mechanism
+loop closures, the independent coordinates, friction and actuation per joint, springs between
+frames, the sensors, and the estimator's settings. The schema is documented field by field in README.md ("Mechanism
 config reference") and in the comments of config/four_bar.yaml.
 
 Units: SI throughout (m, kg, s, rad, N, N m); rates in Hz; noise values are one standard deviation.
@@ -73,6 +73,19 @@ class ClosureConfig:
     axis: tuple[float, float, float] = (0.0, 0.0, 1.0)
     plane_normal: tuple[float, float, float] = (0.0, 0.0, 1.0)
     length: float | None = None
+
+
+@dataclass(frozen=True)
+class SpringConfig:
+    """A linear spring-damper between the origins of frame_a and frame_b (two bodies): tension
+    F = stiffness (L - rest_length) + damping L' along the line joining them (L their distance,
+    m; F in N, pulling them together when positive; see mbfg_ros/model/springs.py)."""
+    name: str
+    frame_a: str
+    frame_b: str
+    stiffness: float = 0.0          # N/m
+    rest_length: float = 0.0        # m
+    damping: float = 0.0            # N s/m
 
 
 @dataclass(frozen=True)
@@ -177,6 +190,9 @@ class NoiseConfig:
     input_random_walk: unknown inputs' random walk (N m per sqrt(s)).
     gravity_random_walk / mass_random_walk: slow parameters' random walk (per sqrt(s)).
     prior_*: the initial state's prior (loose).
+    multiplier: every closure multiplier's sigma (N or N m) on a rig whose closure rows are
+    redundant at every pose (Bricard's mechanism): there the rows leave a self-stress free, which
+    this weak prior holds at the least norm; unused on other rigs.
     """
     dynamics: float = 1.0
     integration_position: float = 1e-5
@@ -193,6 +209,7 @@ class NoiseConfig:
     prior_input: float = 100.0
     prior_gravity: float = 1.0
     prior_mass: float = 0.5
+    multiplier: float = 1e4
 
 
 @dataclass(frozen=True)
@@ -274,6 +291,7 @@ class RigConfig:
     estimator: EstimatorConfig
     truth_namespace: str = "/truth"
     top_speed: float = 0.0          # expected top DOF speed, rad/s or m/s (0: not given)
+    springs: tuple[SpringConfig, ...] = ()
 
     def joint(self, name: str) -> JointConfig:
         """The joint's physics config (defaults for joints the file does not mention)."""
@@ -325,6 +343,20 @@ def _closures(root: YamlNode) -> tuple[ClosureConfig, ...]:
                                  axis=n.vector("axis", 3, (0.0, 0.0, 1.0), unit=True),
                                  plane_normal=n.vector("plane_normal", 3, (0.0, 0.0, 1.0), unit=True),
                                  length=length))
+        n.finish()
+    return tuple(out)
+
+
+def _springs(root: YamlNode) -> tuple[SpringConfig, ...]:
+    out = []
+    for n in root.nodes("springs"):
+        spring = SpringConfig(name=n.str("name"), frame_a=n.str("frame_a"), frame_b=n.str("frame_b"),
+                              stiffness=n.float("stiffness", 0.0, nonnegative=True, unit="N/m"),
+                              rest_length=n.float("rest_length", 0.0, nonnegative=True, unit="m"),
+                              damping=n.float("damping", 0.0, nonnegative=True, unit="N s/m"))
+        if spring.stiffness == 0.0 and spring.damping == 0.0:
+            raise n.error("stiffness", "a spring needs a stiffness or a damping (both are 0)", 0.0)
+        out.append(spring)
         n.finish()
     return tuple(out)
 
@@ -501,9 +533,9 @@ def parse_rig_config(data: Any, *, source: str | Path | None = None,
                     base_frame=base_frame, gravity=gravity, dof=dof, initial=initial,
                     frames=_frames(root), closures=_closures(root), joints=_joints(root),
                     sensors=_sensors(root), estimator=_estimator(root, top_speed), truth_namespace=truth_ns,
-                    top_speed=top_speed)
+                    top_speed=top_speed, springs=_springs(root))
     root.finish()
-    for what, items in (("frames", cfg.frames), ("closures", cfg.closures)):
+    for what, items in (("frames", cfg.frames), ("closures", cfg.closures), ("springs", cfg.springs)):
         names = [x.name for x in items]
         for i, n in enumerate(names):
             if names.index(n) != i:

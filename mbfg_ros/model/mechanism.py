@@ -13,11 +13,12 @@ input efforts (zero for other joints).
 
 The equations of motion residual (N m or N per coordinate) is
 
-    r = RNEA(q, v, a) + (s - 1) G(q) + F(v) + o - tau - B u - Phi_q(q)^T lam
+    r = RNEA(q, v, a) + (s - 1) G(q) + F(v) + o - tau - B u - Q_s(q, v) - Phi_q(q)^T lam
 
 with ``s`` the gravity scale (1 unless estimated), ``G`` the generalized gravity at the config's
-gravity, ``F`` the joint friction and ``o`` the joints' constant effort offsets; RNEA includes
-the joints' armature (rotor inertia reflected through the gear: diag(armature) a, pinocchio's
+gravity, ``F`` the joint friction, ``o`` the joints' constant effort offsets and ``Q_s`` the
+generalized force of the config's springs (:mod:`mbfg_ros.model.springs`); RNEA includes the
+joints' armature (rotor inertia reflected through the gear: diag(armature) a, pinocchio's
 ``model.armature``, which its CRBA adds to the mass matrix too). Every function returning
 derivatives returns them as dense arrays, exact (analytic, from pinocchio) unless its docstring
 says otherwise.
@@ -39,6 +40,7 @@ from mbfg_ros.model.config import (KEYFRAME_RATE_RANGE, ClosureConfig, EncoderCo
                                    LoadCellConfig, RigConfig, load_rig_config, window_problem)
 from mbfg_ros.model.kinematics import FrameSet, cross, cross3, cross_rows
 from mbfg_ros.model.speed import needed_keyframe_rate
+from mbfg_ros.model.springs import SpringModel, SpringSet
 from mbfg_ros.model.urdf import UrdfDescription, link_inertia, load_urdf
 from mbfg_ros.model.yaml_reader import YamlNode, check_name
 
@@ -104,6 +106,7 @@ class MechanismData:
         self.frames = FrameSet(mech.model, self.pin, mech.closure_frame_ids,
                                angular=mech.closure_set.need_angular)
         self.closure_set = ClosureSet(mech.groups, mech.m, len(mech.closure_frame_ids), mech.n)
+        self.springs = mech.springs.frame_set(mech.model, self.pin)
         self.gyro = mech.model.createData()
         self.cell = mech.model.createData()
         self.body = mech.body_model.createData() if mech.body_model is not None else None
@@ -172,8 +175,9 @@ class Mechanism:
         self.B = np.zeros((self.n, self.n_u))
         for k, name in enumerate(self.input_joints):
             self.B[self.index[name], k] = 1.0
-        # closures
+        # closures and springs
         self._compile_closures(config.closures, root)
+        self.springs = self._compile_springs(config, root)
         # DOF
         for i, name in enumerate(config.dof):
             check_name(root, f"mechanism.dof[{i}]", name, self.joint_names, "joint")
@@ -310,6 +314,17 @@ class Mechanism:
         self.closure_groups = [[g for g in self.groups if g.closure == i] for i in range(len(closures))]
         self.closure_frame_ids = frame_ids
         self._slot = slot
+
+    def _compile_springs(self, config: RigConfig, root: YamlNode) -> SpringSet:
+        springs = []
+        for i, sc in enumerate(config.springs):
+            fa = self._frame_id(self.model, sc.frame_a, root, f"springs[{i}].frame_a")
+            fb = self._frame_id(self.model, sc.frame_b, root, f"springs[{i}].frame_b")
+            if self.model.frames[fa].parentJoint == self.model.frames[fb].parentJoint:
+                raise root.error(f"springs[{i}].frame_b", "frame_a and frame_b are on the same rigid "
+                                 "body: the spring would exert no force", sc.frame_b)
+            springs.append(SpringModel(sc, fa, fb))
+        return SpringSet(springs, self.n)
 
     def _constant_force_map(self, k: int, cell: LoadCellConfig) -> np.ndarray | None:
         """lam -> reaction force on frame_b (base frame) if the closure's rows all have constant
@@ -481,6 +496,11 @@ class Mechanism:
             r_v[self._diag] += df
         if self.has_offset:
             r += self.offset
+        if self.springs:
+            se = self.springs.evaluate(data.springs, q, v)
+            r -= se.Q
+            r_q -= se.Q_q
+            r_v -= se.Q_v
         if tau is not None:
             r -= tau
         if u is not None and self.n_u:
@@ -623,9 +643,28 @@ class Mechanism:
                 fext[jid] = fext[jid] + data.pin.oMi[jid].actInv(wrench_o)
         return fext
 
+    def spring_external_forces(self, data: MechanismData, q: np.ndarray, v: np.ndarray, fext=None):
+        """The springs' forces as pinocchio external forces (local joint frames), added to
+        ``fext`` (a new list when None), so that rnea(q, v, a, fext) = RNEA(q, v, a) - Q_s."""
+        if fext is None:
+            fext = pin.StdVec_Force()
+            for _ in range(self.model.njoints):
+                fext.append(pin.Force.Zero())
+        d = data.pin
+        for spring, f_b in self.springs.end_forces(self.model, d, q, v):
+            for fid, f in ((spring.frame_b, f_b), (spring.frame_a, -f_b)):
+                jid = self.model.frames[fid].parentJoint
+                if jid == 0:
+                    continue
+                p = d.oMf[fid].translation
+                fext[jid] = fext[jid] + d.oMi[jid].actInv(pin.Force(f, cross3(p, f)))
+        return fext
+
     def _joint_wrench_component(self, data: MechanismData, cell: LoadCellModel, q, v, a, lam) -> float:
         m, d = self.model, data.cell
         fext = self.closure_external_forces(data, q, lam) if self.m else None
+        if self.springs:
+            fext = self.spring_external_forces(data, q, v, fext)
         if fext is None:
             pin.rnea(m, d, q, v, a)
         else:
@@ -663,8 +702,12 @@ class Mechanism:
         return data.pin.oMf[frame_id]
 
     def mechanical_energy(self, data: MechanismData, q: np.ndarray, v: np.ndarray) -> float:
-        """Kinetic + potential energy (J), potential relative to the base origin."""
-        return float(pin.computeMechanicalEnergy(self.model, data.pin, q, v))
+        """Kinetic + potential energy (J): gravity's relative to the base origin, plus the
+        springs' k (L - L0)^2 / 2."""
+        energy = float(pin.computeMechanicalEnergy(self.model, data.pin, q, v))
+        if self.springs:
+            energy += self.springs.potential_energy(self.model, data.pin, q)
+        return energy
 
 
 def _reaction_on_a(groups, frames, lam):

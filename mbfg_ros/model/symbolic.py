@@ -260,16 +260,38 @@ class SymbolicMechanism:
             out.append(f)
         return ca.vertcat(*out)
 
+    def spring_ends(self, q, v, placements: list[Placement] | None = None) -> list[tuple]:
+        """Per spring: (its model, p_A, p_B, tension F = k (L - L0) + c L') (base frame)."""
+        P = placements or self.joint_placements(q)
+        out = []
+        for spring in self.mech.springs.springs:
+            pa = self.frame_pose(q, spring.frame_a, P)[1]
+            pb = self.frame_pose(q, spring.frame_b, P)[1]
+            L = ca.norm_2(pb - pa)
+            c = spring.config
+            F = c.stiffness * (L - c.rest_length) + c.damping * ca.jtimes(L, q, v)
+            out.append((spring, pa, pb, F))
+        return out
+
+    def spring_force(self, q, v):
+        """Q_s: the springs' generalised force, -sum F L_q^T (= SpringSet.generalized_force)."""
+        Q = ca.DM.zeros(self.n)
+        for _, pa, pb, F in self.spring_ends(q, v):
+            Q = Q - ca.jtimes(ca.norm_2(pb - pa), q, F, True)
+        return Q
+
     def dynamics_residual(self, q, v, a, lam, tau, u, gravity_scale=1.0, mass_scale=1.0, model_error=None,
                           model_error_joints=None):
-        """RNEA + F(v) + o - tau - B u - B_e e - Phi_q^T lam (= Mechanism.inverse_dynamics(...).r
-        minus B_e e; o: the joints' constant offsets). ``model_error`` e: generalised forces on
-        the coordinates ``model_error_joints`` (indices; default the DOF), or None; B_e = the
-        identity's columns of those coordinates."""
+        """RNEA + F(v) + o - tau - B u - Q_s - B_e e - Phi_q^T lam (= Mechanism.inverse_dynamics(...).r
+        minus B_e e; o: the joints' constant offsets, Q_s: the springs' generalised force).
+        ``model_error`` e: generalised forces on the coordinates ``model_error_joints`` (indices;
+        default the DOF), or None; B_e = the identity's columns of those coordinates."""
         mech = self.mech
         r = self.rnea(q, v, a, gravity_scale, mass_scale) + self.friction(v)
         if mech.has_offset:
             r = r + ca.DM(mech.offset)
+        if mech.springs:
+            r = r - self.spring_force(q, v)
         r = r - tau
         if mech.n_u:
             r = r - ca.mtimes(ca.DM(mech.B), u)
@@ -371,6 +393,20 @@ class SymbolicMechanism:
                 fext[jid] = loc if fext[jid] is None else (fext[jid][0] + loc[0], fext[jid][1] + loc[1])
         return fext
 
+    def _add_spring_forces(self, q, v, P, fext) -> list:
+        """``fext`` (or a new list) plus the springs' forces -F e on frame B's body at p_B and
+        +F e on frame A's body at p_A (local joint frames)."""
+        fext = fext if fext is not None else [None] * (len(self.joints) + 1)
+        for spring, pa, pb, F in self.spring_ends(q, v, P):
+            e = (pb - pa) / ca.norm_2(pb - pa)
+            for fid, p, f in ((spring.frame_b, pb, -F * e), (spring.frame_a, pa, F * e)):
+                jid = self.model.frames[fid].parentJoint
+                if jid == 0:
+                    continue
+                loc = P[jid].force_inverse(f, ca.cross(p, f))
+                fext[jid] = loc if fext[jid] is None else (fext[jid][0] + loc[0], fext[jid][1] + loc[1])
+        return fext
+
     # ----------------------------------------------------------------------------------------
     # sensors
     def gyro(self, k: int, q, v):
@@ -397,10 +433,12 @@ class SymbolicMechanism:
                 return ca.dot(e, ca.mtimes(ca.DM(cell.force_map), lam))
             fB, tB, _, _ = self._reaction(mech.closure_groups[cell.closure], frames, lam)
             return ca.dot(e, fB if cell.config.component == "force" else tB)
-        # joint: the wrench the joint transmits, from RNEA with the closure reactions as external
-        # forces, expressed in the measurement frame
+        # joint: the wrench the joint transmits, from RNEA with the closure reactions and the
+        # springs as external forces, expressed in the measurement frame
         P = self.joint_placements(q)
         fext = self.closure_external_forces(q, lam, P) if mech.m else None
+        if mech.springs:
+            fext = self._add_spring_forces(q, v, P, fext)
         _, f = self._rnea(q, v, a, 1.0, 1.0, fext)
         fl, fa = f[cell.joint_id]
         frame = self.model.frames[cell.frame_id]

@@ -162,8 +162,9 @@ def test_jacobians_equal_finite_differences(rig, estimator):
     np.testing.assert_allclose(J / scale, num / scale, rtol=0, atol=2e-6)
 
 
-def test_interpolation_is_exact_for_quintics():
-    """q from the quintic Hermite through both keyframes' q, v and a; v its derivative."""
+def test_interpolation_is_exact_for_quintics_in_q_and_cubics_in_v():
+    """q from the quintic Hermite through both keyframes' q, v and a (exact for quintic q); v
+    from the cubic Hermite on v and a (exact for quartic q)."""
     mech = config_mechanism("pendulum")
     lay = StateLayout.for_mechanism(mech, mech.config.estimator)
     h = 0.01
@@ -179,8 +180,15 @@ def test_interpolation_is_exact_for_quintics():
         q, v, tail = interpolate(lay, x0, x1, s, h)
         tq, tv, ta = truth(s * h)
         assert q[0] == pytest.approx(tq, abs=1e-12)
-        assert v[0] == pytest.approx(tv, abs=1e-10)
         assert tail[0] == pytest.approx((1 - s) * truth(0.0)[2] + s * truth(h)[2], abs=1e-12)   # a: linear
+    quartic = c.copy()
+    quartic[5] = 0.0
+    c[:] = quartic
+    x0 = lay.pack(*[np.full(mech.n, v) for v in truth(0.0)])
+    x1 = lay.pack(*[np.full(mech.n, v) for v in truth(h)])
+    for s in (0.0, 0.25, 0.5, 0.9, 1.0):
+        q, v, tail = interpolate(lay, x0, x1, s, h)
+        assert v[0] == pytest.approx(truth(s * h)[1], abs=1e-10)
 
 
 def test_the_integration_noise_is_a_parameter_of_the_step():
@@ -312,3 +320,23 @@ def test_native_code_gives_the_virtual_machines_numbers():
     b = [v.copy() for v in nat.step(x0, x1, p)] + [nat.step.stats.copy()]
     for u, w in zip(a, b):
         np.testing.assert_allclose(u, w, rtol=1e-12, atol=1e-12)
+
+
+def test_multipliers_get_a_weak_prior_only_where_the_closure_rows_are_redundant_everywhere():
+    """Bricard's mechanism (five closure rows of rank 4 at every pose): rows lam / noise.multiplier
+    hold the self-stress the closures leave free; the four-bar (independent rows) has none."""
+    from conftest import CONFIG
+    from mbfg_ros.model.mechanism import load_mechanism
+    bricard = load_mechanism(CONFIG / "iftomm" / "a04_bricard_gyro.yaml")
+    for mech, rows in ((bricard, bricard.m), (config_mechanism("four_bar"), 0)):
+        cfg = mech.config.estimator
+        lay = StateLayout.for_mechanism(mech, cfg)
+        fn = StepFunction(mech, cfg, lay, 1.0 / cfg.keyframe_rate)
+        L = fn.layout
+        assert L.multiplier_rows == rows
+        if rows:
+            rng = np.random.default_rng(2)
+            x0, x1 = _state(mech, lay, rng), _state(mech, lay, rng)
+            r = fn.step(x0, x1, L.empty_parameters())[0]
+            start = L.dynamics_start + L.dynamics_rows
+            np.testing.assert_allclose(r[start:start + rows], x1[lay.L] / cfg.noise.multiplier, rtol=1e-12)

@@ -19,7 +19,7 @@ from mbfg_ros.model.symbolic import SymbolicMechanism, function
 from support.simulations import config_mechanism
 
 RIGS = ["four_bar", "four_bar_gyro", "five_bar", "five_bar_gyro", "slider_crank", "spatial_rsur", "arm6",
-        "pendulum"]
+        "pendulum", "spring_mass", "iftomm/a03_andrews", "iftomm/a02_n2", "iftomm/a04_bricard"]
 
 
 def _close(a, b, tol, what):
@@ -132,10 +132,6 @@ def test_gravity_and_mass_scales():
 def test_every_closure_kind_and_load_cell_path():
     """The derivative tests' rig with every closure kind (point, planar revolute, revolute,
     prismatic, planar prismatic, weld, distance), every load-cell path, a rotated gyro, known
-    and unknown inputs, friction, armature, offsets and a mass-scaled link."""
-    import yaml
-
-    from mbfg_ros.model.config import parse_rig_config
-    from test_derivatives import ALL_KINDS_YAML
-    mech = Mechanism(parse_rig_config(yaml.safe_load(ALL_KINDS_YAML)))
-    _check(mech, gravity_scale=0.8, mass_scale=1.3)
+    and unknown inputs, friction, armature, offsets, a mass-scaled link and two damped springs."""
+    from support.all_kinds import all_kinds_mechanism
+    _check(all_kinds_mechanism(), gravity_scale=0.8, mass_scale=1.3)
