@@ -29,7 +29,7 @@ output nobody subscribes to is not computed (subscribers are counted once a seco
 
 Threads: DDS callbacks only decode and queue (:class:`~mbfg_ros.ros.sample_queue.SampleQueue`);
 one worker takes everything queued through the intake that ``mbfg replay`` shares
-(:mod:`mbfg_ros.intake`): stamp order across topics (``reorder_window``), the time rules and the
+(:mod:`mbfg_ros.intake`): the time rules, stamp order across topics (``reorder_window``) and the
 estimator (:class:`~mbfg_ros.intake.feeder.Feeder`), and publishes the estimates; the diagnostics
 timer runs on the steady clock, so /diagnostics keeps coming when every sensor (or /clock) is
 silent, and judges over a rolling window (``health_window``, :mod:`mbfg_ros.intake.sensor_health`)

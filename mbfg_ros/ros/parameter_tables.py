@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from mbfg_ros.intake.stamp_order import REORDER_WINDOW, SILENCE_TIMEOUT
+from mbfg_ros.intake.time_jumps import DEFAULT_MAX_TIME_GAP
 from mbfg_ros.model.config import KEYFRAME_RATE_RANGE, LAG_RANGE, EstimatorConfig, window_problem
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.validation import load_rig
@@ -51,17 +53,17 @@ ESTIMATOR_PARAMETERS: tuple[ParameterSpec, ...] = (
                   "messages", 1, 100000),
     ParameterSpec("max_queue", int, 100000, "readings that may wait for the estimator; beyond it "
                   "readings are dropped and counted (ERROR on /diagnostics)", "readings", 1, 10000000),
-    ParameterSpec("reorder_window", float, 1.0, "longest a reading may wait for the other "
-                  "topics to catch up (bursts are fed in stamp order)", "s", 0.0, 10.0),
+    ParameterSpec("reorder_window", float, REORDER_WINDOW, "longest a reading may wait for the "
+                  "other topics to catch up (bursts are fed in stamp order)", "s", 0.0, 10.0),
     ParameterSpec("diagnostics_period", float, 1.0, "period of /diagnostics (steady clock)", "s",
                   0.05, 60.0),
-    ParameterSpec("silence_timeout", float, 0.5, "a sensor silent for longer than this (or 5 of "
-                  "its periods) is reported WARN", "s", 0.01, 3600.0),
+    ParameterSpec("silence_timeout", float, SILENCE_TIMEOUT, "a sensor silent for longer than this "
+                  "(or 5 of its periods) is reported WARN", "s", 0.01, 3600.0),
     ParameterSpec("health_window", float, 5.0, "/diagnostics judges the inputs, the queue and "
                   "the latency over this rolling window (a warning clears once its cause has been "
                   "gone this long)", "s", 1.0, 3600.0),
-    ParameterSpec("max_time_gap", float, 2.0, "a sample stamped this much after the newest one "
-                  "restarts the estimator instead of integrating the gap", "s", 0.1, 3600.0),
+    ParameterSpec("max_time_gap", float, DEFAULT_MAX_TIME_GAP, "a sample stamped this much after "
+                  "the newest one restarts the estimator instead of integrating the gap", "s", 0.1, 3600.0),
 )
 
 SIM_RIG_PARAMETERS: tuple[ParameterSpec, ...] = (
