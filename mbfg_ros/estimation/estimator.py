@@ -214,9 +214,8 @@ class Estimator:
                 self._close_ready()
             return "queued"
         status = "queued"
-        # its keyframe k (t_{k-1} < stamp <= t_k, within keyframe_of's tolerance) and the
-        # fraction of that step; a closed k takes it late (a stamp a rounding error past t_closed
-        # included: queued, it would wait in a slot already taken, never used)
+        # its keyframe k (t_{k-1} < stamp <= t_k, within keyframe_of's tolerance): a closed k
+        # takes it late (also a stamp a rounding error past t_closed, which a slot would strand)
         f = (stamp - sch.t0) / sch.h
         k = sch.k0 + max(0, math.ceil(f - 1e-9))
         if k <= sch.closed:
