@@ -16,12 +16,13 @@ from pathlib import Path
 from mbfg_ros.errors import CliError, MbfgError
 from mbfg_ros.io.bag_writer import STORAGE_PLUGINS, check_output_path, scenario_custom_data, write_simulation_bag
 from mbfg_ros.io.messages import DEFAULT_EPOCH
+from mbfg_ros.model.channels import channel_names
 from mbfg_ros.model.validation import load_rig
 from mbfg_ros.sim.forward import simulate
 from mbfg_ros.sim.ground_truth import DEFAULT_TRUTH_RATE, ground_truth
 from mbfg_ros.sim.input_profiles import InputProfile
 from mbfg_ros.sim.scenario import INPUT_PROFILES, Scenario
-from mbfg_ros.sim.sensors import SENSOR_KINDS, SensorOptions, channel_names, sensor_channels, synthesize
+from mbfg_ros.sim.sensors import SENSOR_KINDS, SensorOptions, sensor_channels, synthesize
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ healthy estimate has an RMS near 1. A failing period has a verdict:
 A period may carry a ``note``: what the motion asks of the keyframe rate, with the setting to
 change. Periods are kept for the replay's summary and JSON (``start``, ``end`` in the
 estimator's time, s; ``peak`` sigmas; ``verdict``, ``cause``, ``note``), the node's /diagnostics
-turns them into statuses (:func:`mbfg_ros.io.sensor_health.divergence_verdicts`).
+turns them into statuses (:func:`mbfg_ros.intake.sensor_health.divergence_verdicts`).
 """
 from __future__ import annotations
 

@@ -214,12 +214,13 @@ class Estimator:
                 self._close_ready()
             return "queued"
         status = "queued"
-        if stamp <= sch.t_closed:
+        # its keyframe k (t_{k-1} < stamp <= t_k, within keyframe_of's tolerance): a closed k
+        # takes it late (also a stamp a rounding error past t_closed, which a slot would strand)
+        f = (stamp - sch.t0) / sch.h
+        k = sch.k0 + max(0, math.ceil(f - 1e-9))
+        if k <= sch.closed:
             status = add_late(self, s, stamp, y)
         else:
-            # its keyframe k (t_{k-1} < stamp <= t_k) and the fraction of that step
-            f = (stamp - sch.t0) / sch.h
-            k = sch.k0 + max(0, math.ceil(f - 1e-9))
             self.inbox.put(s.slot, k, sch.closed, stamp, y, f - (k - sch.k0 - 1))
         if stamp > sch.latest:
             sch.latest = stamp

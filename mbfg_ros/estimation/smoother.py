@@ -138,7 +138,9 @@ class FixedLagSmoother:
             kl.push_back(key(k))
         try:
             added, deleted = self.isam.marginalizeLeavesWithIndices(kl)
-        except RuntimeError as exc:
+        except (RuntimeError, ValueError) as exc:
+            # (GTSAM raises ValueError when a key still has factors: its state is not to be
+            # trusted after that; the estimator's recovery replaces this smoother)
             raise SolverFailure(f"marginalising: {str(exc).splitlines()[0]}") from None
         del self.keys[:count]
         self.marginalized += count

@@ -245,13 +245,13 @@ class StartSearch:
         return SearchResult(best, len(hyps), min(others) if others else math.inf, hyps)
 
     def _probe(self, h: Hypothesis, readings: list, commands: list) -> None:
-        """Run an estimator from h.x over the readings; set h.score, h.state, h.end."""
-        from mbfg_ros.estimation.estimator import Estimator
+        """Run an estimator from h.x over the readings; set h.score, h.state, h.end. The probe is
+        of the searching estimator's own class (this module does not import the estimator)."""
         est, lay = self.est, self.lay
         sig = lay.prior_sigmas(self.mech, est.cfg)
         sig[lay.Q] = PROBE_SIGMA_POSITION
         sig[lay.V] = PROBE_SIGMA_VELOCITY
-        probe = Estimator(self.mech, est.cfg, initial_state=h.x, prior_sigma=sig, freeze_gc=False,
+        probe = type(est)(self.mech, est.cfg, initial_state=h.x, prior_sigma=sig, freeze_gc=False,
                           step_function=est.fn.fresh(), search=False)
         feed = sorted([(s.name, stamp, value) for s, stamp, value in readings] + list(commands), key=lambda r: r[1])
         try:

@@ -42,11 +42,11 @@ from typing import Iterable
 import numpy as np
 import pinocchio as pin
 
-from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.outputs import Estimate, Forces
+from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.io import messages as msgs
-from mbfg_ros.io.sensor_health import ERROR, OK, WARN, divergence_verdicts
-from mbfg_ros.model.channels import command_joint
+from mbfg_ros.intake.sensor_health import ERROR, OK, WARN, divergence_verdicts
+from mbfg_ros.model.channels import command_joint, load_cell_frame
 from mbfg_ros.model.mechanism import Mechanism, MechanismData
 
 TF_MESSAGE = "tf2_msgs/msg/TFMessage"
@@ -83,12 +83,6 @@ def output_topics(mech: Mechanism, names: OutputNames, covariance: bool = False)
     out["/tf_static"] = TF_MESSAGE
     out["/diagnostics"] = DIAGNOSTIC_ARRAY
     return out
-
-
-def load_cell_frame(mech: Mechanism, k: int) -> str:
-    """The frame of load cell k's estimated reading: the frame its own messages use (a TF frame,
-    never a joint name)."""
-    return mech.load_cells[k].header_frame(mech)
 
 
 def estimate_messages(mech: Mechanism, e: Estimate, forces: Forces | None, stamp_ns: int,
@@ -247,28 +241,29 @@ def sensor_period(mech: Mechanism, name: str) -> float:
     return 0.01
 
 
-def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: int,
+def diagnostics_message(mech: Mechanism, status: EstimatorStatus, now: float, stamp_ns: int,
                         node_name: str = DEFAULT_NAMESPACE, silence: float = 0.5,
                         extra: Iterable = (), topic_names: dict[str, str] | None = None,
                         verdicts: dict | None = None, sensor_values: dict | None = None):
-    """DiagnosticArray: one status per sensor (WARN when silent for more than ``silence`` s or
-    5 periods, whichever is longer), one for the solver, plus ``extra`` statuses given as
+    """DiagnosticArray of an estimator's ``status`` at ``now`` (s, the estimator's time base):
+    one status per sensor (WARN when silent for more than ``silence`` s or 5 periods, whichever
+    is longer), one for the solver, plus ``extra`` statuses given as
     (name, level, message, values) by the caller (e.g. the node's input queue). Status names
     start with ``node_name``, the node's fully qualified name (``/rig1/mbfg_estimator: solver``),
     so the statuses of namespaced estimators never collide. A sensor status's hardware_id is its
     topic, as ``topic_names`` resolves the config's name (the node: its namespace and remaps).
 
-    ``verdicts`` ({sensor: (level, message)}, from :class:`~mbfg_ros.io.sensor_health.SensorHealth`)
+    ``verdicts`` ({sensor: (level, message)}, from :class:`~mbfg_ros.intake.sensor_health.SensorHealth`)
     are the caller's judgement of each sensor over a recent window: a sensor listed there gets
     it (it beats "silent": readings arrive, but none is usable), and with ``verdicts`` given the
     judgement on the run's cumulative counts is left out (it would never clear).
     ``sensor_values`` adds values per sensor. A sensor the estimator's divergence test flags now
-    is ERROR naming the figure (:func:`~mbfg_ros.io.sensor_health.divergence_verdicts`), and so
+    is ERROR naming the figure (:func:`~mbfg_ros.intake.sensor_health.divergence_verdicts`), and so
     is the solver."""
     statuses = []
     topics = {s.name: s.topic for s in mech.config.sensors.all()}
-    diverged = divergence_verdicts(est.health.divergence)     # ERROR (lost) / WARN (strained): beat the others
-    for name, c in est.counts().items():
+    diverged = divergence_verdicts(status.health.divergence)     # ERROR (lost) / WARN (strained): beat the others
+    for name, c in status.counts.items():
         joint = command_joint(name)
         if joint is not None:
             topic = mech.config.joint(joint).topic
@@ -295,13 +290,13 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
             "rejected_duplicate": c.rejected_duplicate, "downweighted": c.downweighted,
             "discarded": c.discarded, "pending": c.pending,
             "last_stamp": "none" if c.last_stamp is None else f"{c.last_stamp:.6f}"}
-        if name in est.health.divergence.rms:
-            values["residual_rms_in_divergence_window_sigma"] = round(est.health.divergence.rms[name], 2)
+        if name in status.health.divergence.rms:
+            values["residual_rms_in_divergence_window_sigma"] = round(status.health.divergence.rms[name], 2)
         values.update((sensor_values or {}).get(name, {}))
         statuses.append(_status(f"{node_name}: sensor {name}", level, message, topic, values))
-    h = est.health
+    h = status.health
     mean, p99, mx = h.latency()
-    e = est.estimate()
+    e = status.estimate
     level, message = OK, "tracking"
     if e is None:
         level, message = WARN, "waiting for data"
@@ -316,7 +311,7 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
         level = WARN
         message += "; fitted worse than their noise: " + ", ".join(
             f"{n} {r:.1f} sigma" for n, r in h.divergence.strained.items())
-    if p99 > 1e3 / est.cfg.keyframe_rate:
+    if p99 > 1e3 / status.keyframe_rate:
         level = max(level, WARN)
         message += f"; update p99 {p99:.2f} ms exceeds the keyframe period"
     values = {"keyframes": h.keyframes, "update_mean_ms": mean, "update_p99_ms": p99,

@@ -31,8 +31,9 @@ from mbfg_ros.io.bag_writer import BagWriter
 from mbfg_ros.io.log_map import TIME_UNITS_NS, ChannelColumns, LogMap, check_log_map
 from mbfg_ros.io.log_tables import LogError, LogTable, read_log_table
 from mbfg_ros.io.simulation_messages import sensor_messages
+from mbfg_ros.model.channels import channel_names
 from mbfg_ros.model.mechanism import Mechanism
-from mbfg_ros.sim.sensors import Sample, channel_names, sensor_channels
+from mbfg_ros.sim.sensors import Sample, sensor_channels
 
 MAX_GAPS_LISTED = 5
 

@@ -38,7 +38,7 @@ from mbfg_ros.sensors.load_cell import FLOAT64, WRENCH_STAMPED, axis_component  
 from mbfg_ros.sensors.registry import channels, topic_inputs
 
 __all__ = ["FLOAT64", "IMU", "JOINT_STATE", "WRENCH_STAMPED", "InputRouter", "Reading", "ReadingRows",
-           "TopicRoute", "axis_component"]
+           "TopicRoute", "axis_component", "route_sensors"]
 
 TopicRoute = TopicInput
 """What one topic feeds: its accepted types (``types``) and sensors (``sensors``)."""
@@ -55,6 +55,11 @@ class _TopicReport:
 
     def disagree(self, what: str, n: int = 1) -> None:
         self.router.disagreements.setdefault(self.topic, Counter())[what] += n
+
+
+def route_sensors(route: TopicRoute) -> tuple[str, ...]:
+    """The sensor names (and ``command:<joint>``) a topic feeds."""
+    return route.sensors
 
 
 class InputRouter:

@@ -90,7 +90,7 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         if st.role == "sensor":
             entry.update({"config_topic": st.config_topic, "expected_types": list(st.expected),
                           "sensors": list(st.sensors), "readings": st.readings,
-                          "out_of_order": res.order.out_of_order.get(topic, 0),
+                          "out_of_order": res.out_of_order.get(topic, 0),
                           "stale": res.jumps.stale.get(topic, 0),
                           "rejected_stamp": res.jumps.rejected.get(topic, 0)})
             for key in ("used", "late", "too_old", "rejected", "downweighted"):

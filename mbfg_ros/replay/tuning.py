@@ -31,7 +31,8 @@ once a large dynamics noise frees the multipliers (a model error the white dynam
 absorb; an unknown input on the DOF, a random-walk state, absorbs it without freeing them).
 
 :func:`write_tuned_config` writes the result into a copy of the user's YAML, edited as text at the
-places PyYAML marks: comments, order and layout are kept byte for byte; only the tuned numbers
+places PyYAML marks (:class:`~mbfg_ros.model.yaml_edit.YamlTextEdits`): comments, order and layout
+are kept byte for byte; only the tuned numbers
 and a relative ``mechanism.urdf`` (made absolute when the file moves to another directory) change.
 """
 from __future__ import annotations
@@ -50,6 +51,7 @@ import numpy as np
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.model.config import NOISE_RANGE, NoiseConfig, RigConfig
 from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.yaml_edit import YamlTextEdits, float_text, yaml_number
 from mbfg_ros.replay.bag_input import BagInput
 from mbfg_ros.replay.residuals import sensor_residuals
 from mbfg_ros.replay.session import ReplayOptions, replay_bag
@@ -382,83 +384,6 @@ def _significant(x: float, digits: int = 4) -> float:
     return float(f"{x:.{digits}g}")
 
 
-def _float_text(x: float) -> str:
-    """A float as YAML 1.1 readers (PyYAML) take it: 1e-05 is a string there, 1.0e-05 a number."""
-    t = repr(float(x))
-    if "e" in t:
-        mant, exp = t.split("e")
-        t = (mant if "." in mant else mant + ".0") + "e" + exp
-    return t
-
-
-class _TextEdits:
-    """Edits of a YAML text at the places PyYAML's composer marks (character indices), so that
-    everything else (comments, order, layout, quoting) stays byte for byte."""
-
-    def __init__(self, text: str) -> None:
-        import yaml
-        self.text = text
-        self.root = yaml.compose(text, Loader=yaml.SafeLoader)
-        self.edits: list[tuple[int, int, str]] = []
-
-    @staticmethod
-    def get(node, key: str):
-        """The value node of ``key`` in a mapping node (None if absent or not a mapping)."""
-        if node is None or node.tag != "tag:yaml.org,2002:map":
-            return None
-        for k, v in node.value:
-            if k.value == key:
-                return v
-        return None
-
-    def replace(self, node, text: str) -> None:
-        """Replace a scalar; a comment after it on its line keeps its column when there is room."""
-        a, b = node.start_mark.index, node.end_mark.index
-        pad = re.match(r"( +)#", self.text[b:b + 200])
-        if pad:
-            width = b - a + len(pad.group(1))
-            text, b = text + " " * max(1, width - len(text)), b + len(pad.group(1))
-        self.edits.append((a, b, text))
-
-    def insert(self, mapping, key: str, text: str) -> None:
-        """Add ``key: text`` to a mapping node (block or flow style)."""
-        if mapping.flow_style:
-            close = self.text.rindex("}", 0, mapping.end_mark.index)
-            sep = ", " if mapping.value else ""
-            self.edits.append((close, close, f"{sep}{key}: {text}"))
-            return
-        column = mapping.value[0][0].start_mark.column
-        end = mapping.value[-1][1].end_mark
-        if end.column == 0:          # a nested block ends at the start of the next line
-            at, new = end.index, " " * column + f"{key}: {text}\n"
-        else:
-            nl = self.text.find("\n", end.index)
-            at = len(self.text) if nl < 0 else nl
-            new = "\n" + " " * column + f"{key}: {text}"
-        self.edits.append((at, at, new))
-
-    def append(self, text: str) -> None:
-        at = len(self.text)
-        self.edits.append((at, at, ("" if self.text.endswith("\n") else "\n") + text))
-
-    def result(self) -> str:
-        out = self.text
-        # from the end, so that earlier indices stay valid; insertions at one place keep their order
-        order = sorted(range(len(self.edits)), key=lambda i: (self.edits[i][0], self.edits[i][1], i), reverse=True)
-        for i in order:
-            a, b, new = self.edits[i]
-            out = out[:a] + new + out[b:]
-        return out
-
-
-def _number(node) -> float | None:
-    try:
-        return float(node.value) if node is not None and node.tag in (
-            "tag:yaml.org,2002:float", "tag:yaml.org,2002:int") else None
-    except ValueError:
-        return None
-
-
 def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSettings, note: str = "") -> list[str]:
     """Write ``source`` (a mechanism config YAML) to ``out`` with the noises of ``settings``
     (4 significant digits); everything else, comments included, is kept byte for byte. A relative
@@ -466,20 +391,20 @@ def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSetti
     whose value changed (``sensors.encoders[crank_encoder].noise``, ``estimator.noise.dynamics``,
     ...); a process noise the file leaves out stays out while it is at its default."""
     source, out = Path(source), Path(out)
-    doc = _TextEdits(source.read_text(encoding="utf-8"))
+    doc = YamlTextEdits(source.read_text(encoding="utf-8"))
     get = doc.get
     changed: list[str] = []
 
     def put(mapping, key: str, value: float, label: str) -> bool:
         value = _significant(value)
         node = get(mapping, key)
-        old = _number(node)
+        old = yaml_number(node)
         if old is not None and _significant(old) == value:
             return False
         if node is not None:
-            doc.replace(node, _float_text(value))
+            doc.replace(node, float_text(value))
         else:
-            doc.insert(mapping, key, _float_text(value))
+            doc.insert(mapping, key, float_text(value))
         changed.append(label)
         return True
 
@@ -510,7 +435,7 @@ def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSetti
         if noise is not None:
             put(noise, k, v, f"estimator.noise.{k}")
         else:
-            new_noise[k] = _float_text(_significant(v))
+            new_noise[k] = float_text(_significant(v))
             changed.append(f"estimator.noise.{k}")
     if new_noise:
         flow = "{" + ", ".join(f"{k}: {v}" for k, v in new_noise.items()) + "}"

@@ -3,8 +3,8 @@
 One description serves two runners: the thin files in ``launch/`` turn it into ``launch_ros``
 actions on a ROS machine (:func:`to_launch_actions`), and ``mbfg run`` starts the same nodes as
 plain processes where ``launch`` cannot be installed (:mod:`mbfg_ros.ros.processes`). Importing
-this module needs neither rclpy nor launch (checking a ``params_file`` imports the node modules for
-their parameter tables).
+this module needs neither rclpy nor launch (checking a ``params_file`` reads the nodes' parameter
+tables, :mod:`mbfg_ros.ros.parameter_tables`, which import no rclpy either).
 
 Every description takes ``params_file``: a ROS 2 parameters file the nodes read first (checked
 here by :func:`read_params_file`: one error line naming the file, section, parameter and value);
@@ -151,13 +151,6 @@ def _level(value: str) -> str:
     return level
 
 
-def _node_tables() -> dict[str, tuple]:
-    """{executable: parameter table} (imported here: the node modules import rclpy)."""
-    from mbfg_ros.ros.estimator_node import ESTIMATOR_PARAMETERS
-    from mbfg_ros.ros.sim_rig_node import SIM_RIG_PARAMETERS
-    return {"estimator": ESTIMATOR_PARAMETERS, "sim_rig": SIM_RIG_PARAMETERS}
-
-
 def read_params_file(path: str, nodes: list[NodeSpec]) -> dict[str, dict[str, Any]]:
     """Check a ROS 2 parameters file for ``nodes`` and return {node's fully qualified name:
     {parameter: value} the file gives it}. The file is YAML with ``<node>: ros__parameters:``
@@ -182,7 +175,7 @@ def read_params_file(path: str, nodes: list[NodeSpec]) -> dict[str, dict[str, An
                          "parameters file looks like '/**: {ros__parameters: {lag: 2.0}}')")
     # wildcard sections first: a section naming the node wins over them (as in rcl)
     sections.sort(key=lambda s: not is_wildcard(s[0]))
-    tables = _node_tables()
+    from mbfg_ros.ros.parameter_tables import NODE_PARAMETERS as tables
     out: dict[str, dict[str, Any]] = {}
     for node in nodes:
         fqn = node.fully_qualified_name

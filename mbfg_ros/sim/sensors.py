@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mbfg_ros.errors import MbfgError
+from mbfg_ros.model.channels import channel_names
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.sensors.base import SensorModel
 from mbfg_ros.sensors.registry import KIND_NAMES, channels as input_channels
@@ -147,11 +148,6 @@ class SensorSeries:
     receive: np.ndarray
     value: np.ndarray
     true_value: np.ndarray
-
-
-def channel_names(mech: Mechanism) -> list[str]:
-    """Every sensor name of the config and ``command:<joint>`` for every known-input joint."""
-    return [m.name for m in input_channels(mech)]
 
 
 def check_rates(mech: Mechanism, rates: dict[str, float]) -> None:

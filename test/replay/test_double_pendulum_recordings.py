@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from conftest import CONFIG, ROOT
-from mbfg_ros.benchmark.effort_scoring import score_recorded_run
+from mbfg_ros.replay.recorded_torque import score_recorded_run
 from mbfg_ros.cli.main import main
 from mbfg_ros.io.log_map import load_log_map
 from mbfg_ros.model.mechanism import load_mechanism

@@ -8,12 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mbfg_ros.ros.estimator_node import ESTIMATOR_PARAMETERS
 from mbfg_ros.ros.launch_description import (LAUNCH_ARGUMENT_CHOICES, LAUNCH_ARGUMENTS, default_config,
                                              estimator_description, replay_description,
                                              sim_rig_description, yaml_value)
+from mbfg_ros.ros.parameter_tables import ESTIMATOR_PARAMETERS, SIM_RIG_PARAMETERS
 from mbfg_ros.ros.processes import NodeProcesses
-from mbfg_ros.ros.sim_rig_node import SIM_RIG_PARAMETERS
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = ROOT / "launch"
