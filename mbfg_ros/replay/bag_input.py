@@ -116,8 +116,7 @@ def route_sensors(route: TopicRoute) -> tuple[str, ...]:
     out = list(route.encoders.values()) + list(route.commands.values())
     if route.gyro:
         out.append(route.gyro)
-    if route.load_cell:
-        out.append(route.load_cell)
+    out.extend(route.load_cells)
     return tuple(out)
 
 

@@ -470,7 +470,7 @@ class EstimatorNode(Node):
         rates = {s.name: s.rate for s in self.mech.config.sensors.all()}
         out = {}
         for topic, route in self.router.routes.items():
-            names = list(route.encoders.values()) + [n for n in (route.gyro, route.load_cell) if n]
+            names = [*route.encoders.values(), *route.load_cells, *([route.gyro] if route.gyro else [])]
             rate = max((rates.get(n, 0.0) for n in names), default=0.0)
             if route.commands:
                 rate = max(rate, 1000.0)
