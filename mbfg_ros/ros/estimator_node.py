@@ -60,7 +60,7 @@ from rclpy.node import Node
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
 
-from mbfg_ros.errors import MbfgError
+from mbfg_ros.errors import ConfigError, MbfgError
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.io import estimate_messages as outputs
 from mbfg_ros.io import messages as msgs
@@ -177,6 +177,10 @@ class EstimatorNode(Node):
         _check_frame("world_frame", p["world_frame"])
         _check_frame("frame_prefix", p["frame_prefix"])
         self.mech = mech = load_node_mechanism(p)
+        try:
+            topics = InputRouter(mech).topics
+        except ValueError as exc:                  # sensors that cannot share a topic: one line
+            raise ConfigError(str(exc), file=str(mech.config.source or p["config"])) from None
         root = mech.urdf.root_link
         links = set(mech.link_names) | {j.child for j in mech.urdf.tree} | {j.parent for j in mech.urdf.tree}
         if p["world_frame"] and p["world_frame"] != root and p["world_frame"] in links and not p["frame_prefix"]:
@@ -198,7 +202,7 @@ class EstimatorNode(Node):
         self.estimator = Estimator(mech, cfg, lagged=p["lagged"], covariance=p["publish_covariance"])
         # the config's topics resolved here (namespace, remappings): logs and /diagnostics name
         # the topics the node really reads
-        self.resolved_topics = {t: self.resolve_topic_name(t) for t in InputRouter(mech).topics}
+        self.resolved_topics = {t: self.resolve_topic_name(t) for t in topics}
         self.router = InputRouter(mech, self.resolved_topics)
         self.names = outputs.OutputNames(self.get_fully_qualified_name(), p["frame_prefix"])
         self.queue = SampleQueue(p["max_queue"])
