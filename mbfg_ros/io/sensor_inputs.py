@@ -8,9 +8,12 @@ accepted message types and which sensors the topic feeds:
   measure on that topic are ignored) and known inputs (``effort`` by joint name);
 - sensor_msgs/msg/Imu: a gyro's ``angular_velocity`` (x, y, z in the sensor frame);
 - geometry_msgs/msg/WrenchStamped: a load cell's reading = axis . force (or torque), in the
-  cell's frame;
+  cell's frame; several load cells may read one topic (the components of a force-torque
+  sensor's wrench, as ros2_control's force_torque_sensor_broadcaster publishes it): each
+  message then gives a reading to every one of them, so they must share the rate and the frame
+  and their axes of one component must be linearly independent (ValueError otherwise);
 - std_msgs/msg/Float64: a load cell's reading as a plain number (no stamp: the receive time is
-  used).
+  used), only on a topic that one load cell reads.
 
 Each decoded reading is (sensor name, stamp in ns, value); :meth:`InputRouter.decode_rows`
 decodes many messages of one fixed layout at once (:class:`~mbfg_ros.io.cdr_layout.FixedRows`,
@@ -70,9 +73,26 @@ class TopicRoute:
     gyro_frame_id: str = ""                 # the config's frame_id of the gyro's messages
     gyro_noise: float = 0.0                 # rad/s, the config's noise
     gyro_axes: tuple[int, ...] = ()         # the measured axes (0 x, 1 y, 2 z)
-    load_cell: str | None = None
-    load_axis: np.ndarray | None = None
-    load_component: str = "force"
+    load_cells: dict[str, tuple[np.ndarray, str]] = field(default_factory=dict)  # name -> (axis, component)
+
+
+def _check_shared_wrench(topic: str, cells: list) -> None:
+    """ValueError unless the load cells ``cells`` (LoadCellModel) can share the WrenchStamped
+    topic ``topic``: every message gives each of them a reading, so they have one rate and one
+    frame (the message's frame_id), and the axes of each component are linearly independent
+    (at most three: two cells along one direction would read the same number twice)."""
+    names = ", ".join(c.config.name for c in cells)
+    if len({c.config.rate for c in cells}) > 1:
+        raise ValueError(f"load cells {names} read one message on {topic}: they need the same rate "
+                         f"(rates: {', '.join(f'{c.config.rate:g}' for c in cells)} Hz)")
+    if len({c.frame_id for c in cells}) > 1:
+        raise ValueError(f"load cells {names} read one message on {topic}: they need the same "
+                         "frame (a WrenchStamped has one frame_id)")
+    for component in ("force", "torque"):
+        axes = np.array([c.axis for c in cells if c.config.component == component]).reshape(-1, 3)
+        if axes.shape[0] > np.linalg.matrix_rank(axes, tol=1e-6):
+            raise ValueError(f"load cells {names} read one message on {topic}: the axes of their "
+                             f"{component} components must be linearly independent")
 
 
 def route_sensors(route: TopicRoute) -> tuple[str, ...]:
@@ -80,8 +100,7 @@ def route_sensors(route: TopicRoute) -> tuple[str, ...]:
     out = list(route.encoders.values()) + list(route.commands.values())
     if route.gyro:
         out.append(route.gyro)
-    if route.load_cell:
-        out.append(route.load_cell)
+    out.extend(route.load_cells)
     return tuple(out)
 
 
@@ -129,11 +148,11 @@ class InputRouter:
             r.gyro_axes = tuple(int(i) for i in g.rows)
         for c in mech.load_cells:
             r = route(c.config.topic, (WRENCH_STAMPED, FLOAT64))
-            if r.load_cell is not None:
-                raise ValueError(f"two load cells publish on {r.topic}")
-            r.load_cell = c.config.name
-            r.load_axis = np.asarray(c.config.axis, float)
-            r.load_component = c.config.component
+            r.load_cells[c.config.name] = (np.asarray(c.config.axis, float), c.config.component)
+        for r in self.routes.values():
+            if len(r.load_cells) > 1:
+                _check_shared_wrench(r.topic, [c for c in mech.load_cells if c.config.name in r.load_cells])
+                r.types = (WRENCH_STAMPED,)        # a Float64 holds one number
 
     @property
     def topics(self) -> dict[str, tuple[str, ...]]:
@@ -160,13 +179,18 @@ class InputRouter:
                 self._check_imu(r, msg)
                 return reading
             if msgtype == WRENCH_STAMPED:
-                v = msg.wrench.force if r.load_component == "force" else msg.wrench.torque
-                value = float(axis_component(r.load_axis, float(v.x), float(v.y), float(v.z)))
-                return [Reading(r.load_cell, _stamp_ns(msg), np.array([value]))]
+                ns = _stamp_ns(msg)
+                out = []
+                for name, (axis, component) in r.load_cells.items():
+                    v = msg.wrench.force if component == "force" else msg.wrench.torque
+                    value = float(axis_component(axis, float(v.x), float(v.y), float(v.z)))
+                    out.append(Reading(name, ns, np.array([value])))
+                return out
             if msgtype == FLOAT64:
                 if receive_ns is None:
                     return self._problem(topic, "std_msgs/Float64 has no stamp and no receive time is known")
-                return [Reading(r.load_cell, int(receive_ns), np.array([float(msg.data)]))]
+                (name,) = r.load_cells
+                return [Reading(name, int(receive_ns), np.array([float(msg.data)]))]
         except (AttributeError, TypeError, ValueError) as exc:
             return self._problem(topic, f"malformed {msgtype}: {exc}")
         return self._problem(topic, f"unsupported type {msgtype}")
@@ -184,12 +208,16 @@ class InputRouter:
             self._problem(topic, f"message type {msgtype}, expected {' or '.join(r.types)}", N)
             return []
         if msgtype == FLOAT64:
-            return [ReadingRows(r.load_cell, np.asarray(receive_ns, np.int64), rows.values("data"), 0)]
+            (name,) = r.load_cells
+            return [ReadingRows(name, np.asarray(receive_ns, np.int64), rows.values("data"), 0)]
         stamps = rows.stamps_ns()
         if msgtype == WRENCH_STAMPED:
-            v = rows.values("wrench.force" if r.load_component == "force" else "wrench.torque")
-            value = axis_component(r.load_axis, v[:, 0], v[:, 1], v[:, 2])
-            return [ReadingRows(r.load_cell, stamps, value.reshape(N, 1), 0)]
+            out = []
+            for rank, (name, (axis, component)) in enumerate(r.load_cells.items()):
+                v = rows.values("wrench.force" if component == "force" else "wrench.torque")
+                value = axis_component(axis, v[:, 0], v[:, 1], v[:, 2])
+                out.append(ReadingRows(name, stamps, value.reshape(N, 1), rank))
+            return out
         if msgtype == IMU:
             out = [ReadingRows(r.gyro, stamps, rows.values("angular_velocity"), 0)]
             self._check_imu_rows(r, rows)

@@ -8,7 +8,10 @@ Sensor topics (names and frame ids from the mechanism config):
   angular_velocity (x, y, z) rad/s, angular_velocity_covariance diagonal noise^2,
   orientation_covariance[0] = -1 and linear_acceleration_covariance[0] = -1 (not provided);
 - load cells: geometry_msgs/msg/WrenchStamped on its topic, header.frame_id = the frame of the
-  cell's axis, the reading times the axis in ``force`` (component force) or ``torque``;
+  cell's axis, the reading times the axis in ``force`` (component force) or ``torque``; load
+  cells sampled together (same topic, same stamp: a force-torque sensor's components) share one
+  message whose force (torque) is the vector their readings of that component give (exact:
+  their axes of one component are independent, :class:`~mbfg_ros.io.sensor_inputs.InputRouter`);
 - known inputs: sensor_msgs/msg/JointState with ``effort`` on the joint's ``topic`` (default
   /joint_commands), one message per stamp listing the known-input joints of that topic.
 
@@ -35,6 +38,7 @@ import numpy as np
 
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
+from mbfg_ros.io.sensor_inputs import InputRouter
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.sim.ground_truth import GroundTruth
 from mbfg_ros.sim.sensors import Sample, SensorChannel, sensor_channels
@@ -68,7 +72,12 @@ def truth_topics(mech: Mechanism) -> dict[str, str]:
 
 
 def sensor_topics(mech: Mechanism) -> dict[str, str]:
-    """{topic: message type} of the sensors and known inputs of ``mech``'s config."""
+    """{topic: message type} of the sensors and known inputs of ``mech``'s config; MbfgError
+    for sensors that cannot share their topic (the rules the node and the replay read by)."""
+    try:
+        InputRouter(mech)
+    except ValueError as exc:
+        raise MbfgError(str(exc)) from None
     kinds = {"encoder": msgs.JOINT_STATE, "command": msgs.JOINT_STATE, "gyro": msgs.IMU,
              "load_cell": msgs.WRENCH_STAMPED}
     out: dict[str, str] = {}
@@ -86,10 +95,27 @@ def _load_cell_wrench(component: str, axis: np.ndarray, value: float) -> tuple[n
     return (vec, zero) if component == "force" else (zero, vec)
 
 
+def _load_cells_wrench(cells: list, values: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """(force, torque) whose components along each cell's axis are its reading (``cells``:
+    LoadCellModel; one cell: the reading times its axis)."""
+    out = []
+    for component in ("force", "torque"):
+        rows = [(c.axis, v) for c, v in zip(cells, values) if c.config.component == component]
+        if len(rows) == 1:
+            out.append(_load_cell_wrench(component, rows[0][0], rows[0][1])[component == "torque"])
+        elif rows:
+            A = np.array([a for a, _ in rows], float)
+            out.append(np.linalg.lstsq(A, np.array([v for _, v in rows], float), rcond=None)[0])
+        else:
+            out.append(np.zeros(3))
+    return out[0], out[1]
+
+
 def sensor_messages(samples: Iterable[Sample], mech: Mechanism, epoch_ns: int,
                     channels: list[SensorChannel] | None = None) -> Iterator[BagMessage]:
     """Messages of ``samples`` (sorted by receive time) for ``mech``'s sensors; JointState
-    samples of one topic with the same stamp and receive time are merged into one message."""
+    samples of one topic with the same stamp and receive time are merged into one message, and
+    so are the load cells of one topic (one WrenchStamped)."""
     by_name = {ch.name: ch for ch in (channels or sensor_channels(mech))}
     pending: list[Sample] = []
 
@@ -97,10 +123,14 @@ def sensor_messages(samples: Iterable[Sample], mech: Mechanism, epoch_ns: int,
         merged: dict[tuple[str, str, float], list[Sample]] = {}
         for s in pending:
             ch = by_name[s.sensor]
-            if s.kind in ("encoder", "command"):
+            if s.kind in ("encoder", "command", "load_cell"):
                 merged.setdefault((s.kind, ch.topic, s.stamp), []).append(s)
-                continue
-            yield _single(s, ch)
+        for s in pending:               # gyros, and a topic's load cells where the first one is
+            ch = by_name[s.sensor]
+            if s.kind == "gyro":
+                yield _imu(s, ch)
+            elif s.kind == "load_cell" and ("load_cell", ch.topic, s.stamp) in merged:
+                yield _wrench(merged.pop(("load_cell", ch.topic, s.stamp)), ch)
         for (kind, topic, stamp), group in merged.items():
             ns = msgs.stamp_ns(stamp, epoch_ns)
             names = [by_name[s.sensor].joint for s in group]
@@ -110,13 +140,16 @@ def sensor_messages(samples: Iterable[Sample], mech: Mechanism, epoch_ns: int,
             yield BagMessage(topic, msgs.JOINT_STATE, msgs.stamp_ns(group[0].receive, epoch_ns), msg)
         pending.clear()
 
-    def _single(s: Sample, ch: SensorChannel) -> BagMessage:
+    def _imu(s: Sample, ch: SensorChannel) -> BagMessage:
         ns = msgs.stamp_ns(s.stamp, epoch_ns)
         log = msgs.stamp_ns(s.receive, epoch_ns)
-        if s.kind == "gyro":
-            return BagMessage(ch.topic, msgs.IMU, log, msgs.imu(ns, ch.frame_id, s.value, ch.noise))
-        cell = mech.load_cells[ch.index]
-        f, t = _load_cell_wrench(cell.config.component, cell.axis, s.value[0])
+        return BagMessage(ch.topic, msgs.IMU, log, msgs.imu(ns, ch.frame_id, s.value, ch.noise))
+
+    def _wrench(group: list[Sample], ch: SensorChannel) -> BagMessage:
+        f, t = _load_cells_wrench([mech.load_cells[by_name[s.sensor].index] for s in group],
+                                  [float(s.value[0]) for s in group])
+        ns = msgs.stamp_ns(group[0].stamp, epoch_ns)
+        log = msgs.stamp_ns(group[0].receive, epoch_ns)
         return BagMessage(ch.topic, msgs.WRENCH_STAMPED, log, msgs.wrench_stamped(ns, ch.frame_id, f, t))
 
     current = None

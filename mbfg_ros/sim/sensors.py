@@ -8,8 +8,9 @@ Gaussian noise and the encoder quantisation the config describes).
 
 Timing: a channel at rate r has nominal sample times k / r, k = 0, 1, ... while k / r is below
 the duration (10 s at 1 kHz: exactly 10 000 samples). Encoders that share a topic and a rate
-are read together (one JointState message), and so are the known inputs of one topic: they
-share their sample times, jitter and dropouts. Every other sensor has its own.
+are read together (one JointState message), and so are the known inputs of one topic and the
+load cells of one topic (one WrenchStamped: a force-torque sensor's components; they must have
+one rate): they share their sample times, jitter and dropouts. Every other sensor has its own.
 
 Values (units and frames):
 - encoder: (1,) the joint position, rad or m, + noise, then quantised; a single-turn angle
@@ -175,10 +176,17 @@ def sensor_channels(mech: Mechanism, options: SensorOptions | None = None) -> li
         c = g.config
         out.append(SensorChannel(c.name, "gyro", c.topic, rate(c.name, "gyro", c.rate), c.noise, k,
                                  c.frame_id or c.name, f"gyro|{c.name}"))
+    first_cell: dict[str, tuple[str, float]] = {}       # topic -> its first load cell, rate
     for k, cell in enumerate(mech.load_cells):
         c = cell.config
-        out.append(SensorChannel(c.name, "load_cell", c.topic, rate(c.name, "load_cell", c.rate),
-                                 c.noise, k, load_cell_frame(mech, k), f"load_cell|{c.name}"))
+        r = rate(c.name, "load_cell", c.rate)
+        # the cells of one topic read one message: one group, named after the first cell
+        first, first_rate = first_cell.setdefault(c.topic, (c.name, r))
+        if r != first_rate:
+            raise MbfgError(f"load cells {first} and {c.name} share the topic {c.topic} (one message "
+                            f"holds both): give them one rate (values: {first_rate:g} and {r:g} Hz)")
+        out.append(SensorChannel(c.name, "load_cell", c.topic, r, c.noise, k, load_cell_frame(mech, k),
+                                 f"load_cell|{first}"))
     for joint in mech.known_input_joints:
         name = command_channel(joint)
         topic = mech.config.joint(joint).topic
