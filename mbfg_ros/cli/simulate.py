@@ -17,6 +17,7 @@ from mbfg_ros.errors import CliError, MbfgError
 from mbfg_ros.io.bag_writer import STORAGE_PLUGINS, check_output_path, scenario_custom_data, write_simulation_bag
 from mbfg_ros.io.messages import DEFAULT_EPOCH
 from mbfg_ros.model.channels import channel_names
+from mbfg_ros.io.simulation_messages import sensor_topics
 from mbfg_ros.model.validation import load_rig
 from mbfg_ros.sim.forward import simulate
 from mbfg_ros.sim.ground_truth import DEFAULT_TRUTH_RATE, ground_truth
@@ -156,6 +157,8 @@ def build_inputs(args: argparse.Namespace):
         jitter=_nonnegative("--jitter", args.jitter, "s"), delay=_nonnegative("--delay", args.delay, "s"),
         dropout=_probability("--dropout", args.dropout), outlier_rate=_probability("--outliers", args.outliers),
         outlier_scale=_nonnegative("--outlier-scale", args.outlier_scale, "sigmas"), seed=args.seed)
+    sensor_topics(mech)                  # sensors that cannot share a topic, before simulating
+    sensor_channels(mech, options)       # and load cells of one topic given different rates
     _positive("--truth-rate", args.truth_rate, "Hz")
     if not math.isfinite(args.epoch) or args.epoch < 0:
         raise CliError(f"--epoch: must be a time >= 0 s (value: {args.epoch:g})")

@@ -11,9 +11,12 @@ message types and which sensors the topic feeds (each sensor kind names its own,
 - sensor_msgs/msg/Imu: a gyro's ``angular_velocity`` and an accelerometer's
   ``linear_acceleration`` (x, y, z in the sensor frame; one topic may carry both);
 - geometry_msgs/msg/WrenchStamped: a load cell's reading = axis . force (or torque), in the
-  cell's frame;
+  cell's frame; several load cells may read one topic (the components of a force-torque
+  sensor's wrench, as ros2_control's force_torque_sensor_broadcaster publishes it): each
+  message then gives a reading to every one of them, so they must share the rate and the frame
+  and their axes of one component must be linearly independent (ValueError otherwise);
 - std_msgs/msg/Float64: a load cell's reading as a plain number (no stamp: the receive time is
-  used).
+  used), only on a topic that one load cell reads.
 
 Each decoded reading is (sensor name, stamp in ns, value); :meth:`InputRouter.decode_rows`
 decodes many messages of one fixed layout at once (:class:`~mbfg_ros.io.cdr_layout.FixedRows`,
@@ -73,7 +76,8 @@ class InputRouter:
         root); None keeps them as written (the node subscribes with them and ROS resolves them
         in its namespace). ``remap`` maps a (resolved) config topic to the topic actually
         carrying it (e.g. in a bag). ValueError when two sensors cannot share a topic (after
-        the remapping)."""
+        the remapping), or when the sensors of a topic cannot read its messages together
+        (:meth:`~mbfg_ros.sensors.base.TopicInput.check`: load cells of one WrenchStamped)."""
         remap = remap or {}
         self.routes: dict[str, TopicInput] = {}
         self.problems: dict[str, Counter] = {}
@@ -85,6 +89,8 @@ class InputRouter:
                 topic = resolve_topic(topic, namespace)
             return remap.get(topic, topic)
         self.routes = topic_inputs(channels(mech), topic_of)
+        for route in self.routes.values():
+            route.check()
 
     @property
     def topics(self) -> dict[str, tuple[str, ...]]:

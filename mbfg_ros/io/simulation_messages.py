@@ -10,7 +10,10 @@ Sensor topics (names and frame ids from the mechanism config):
   the field of a sensor the topic does not carry (a gyro and an accelerometer sharing a topic
   share its messages);
 - load cells: geometry_msgs/msg/WrenchStamped on its topic, header.frame_id = the frame of the
-  cell's axis, the reading times the axis in ``force`` (component force) or ``torque``;
+  cell's axis, the reading times the axis in ``force`` (component force) or ``torque``; load
+  cells sampled together (same topic, same stamp: a force-torque sensor's components) share one
+  message whose force (torque) is the vector their readings of that component give (exact:
+  their axes of one component are independent, :meth:`~mbfg_ros.sensors.load_cell.WrenchInput.check`);
 - known inputs: sensor_msgs/msg/JointState with ``effort`` on the joint's ``topic`` (default
   /joint_commands), one message per stamp listing the known-input joints of that topic.
 
@@ -35,8 +38,9 @@ from typing import Iterable, Iterator
 
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
+from mbfg_ros.io.sensor_inputs import InputRouter
 from mbfg_ros.model.mechanism import Mechanism
-from mbfg_ros.sensors.load_cell import component_wrench
+from mbfg_ros.sensors.load_cell import component_wrench, shared_wrench
 from mbfg_ros.sim.ground_truth import GroundTruth
 from mbfg_ros.sim.sensors import Sample, SensorChannel, sensor_channels
 
@@ -73,7 +77,12 @@ def truth_topics(mech: Mechanism) -> dict[str, str]:
 
 
 def sensor_topics(mech: Mechanism) -> dict[str, str]:
-    """{topic: message type} of the sensors and known inputs of ``mech``'s config."""
+    """{topic: message type} of the sensors and known inputs of ``mech``'s config; MbfgError
+    for sensors that cannot share their topic (the rules the node and the replay read by)."""
+    try:
+        InputRouter(mech)
+    except ValueError as exc:
+        raise MbfgError(str(exc)) from None
     out: dict[str, str] = {}
     for ch in sensor_channels(mech):
         t = ch.model.message_type
@@ -96,15 +105,15 @@ def _message(msgtype: str, ns: int, frame_id: str, parts: list[dict]):
         return msgs.imu(ns, frame_id, fields.get("angular_velocity"), fields.get("angular_velocity_noise", 0.0),
                         fields.get("linear_acceleration"), fields.get("linear_acceleration_noise", 0.0))
     if msgtype == msgs.WRENCH_STAMPED:
-        return msgs.wrench_stamped(ns, frame_id, parts[0]["force"], parts[0]["torque"])
+        return msgs.wrench_stamped(ns, frame_id, *shared_wrench(parts))
     raise MbfgError(f"the simulator cannot write {msgtype}")
 
 
 def sensor_messages(samples: Iterable[Sample], mech: Mechanism, epoch_ns: int,
                     channels: list[SensorChannel] | None = None) -> Iterator[BagMessage]:
     """Messages of ``samples`` (sorted by receive time) for ``mech``'s sensors; samples of one
-    message group (encoders, or known inputs, or an Imu's sensors) on one topic with the same
-    stamp and receive time are merged into one message."""
+    message group (encoders, or known inputs, or an Imu's sensors, or the load cells of one
+    WrenchStamped) on one topic with the same stamp and receive time are merged into one message."""
     by_name = {ch.name: ch for ch in (channels or sensor_channels(mech))}
     pending: list[Sample] = []
 

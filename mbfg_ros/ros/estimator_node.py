@@ -60,7 +60,7 @@ from rclpy.node import Node
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
 
-from mbfg_ros.errors import MbfgError
+from mbfg_ros.errors import ConfigError, MbfgError
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.io import estimate_messages as outputs
@@ -92,11 +92,15 @@ class EstimatorNode(Node):
         check_frame("world_frame", p["world_frame"])
         check_frame("frame_prefix", p["frame_prefix"])
         self.mech = mech = load_node_mechanism(p)
+        try:
+            topics = InputRouter(mech).topics
+        except ValueError as exc:                  # sensors that cannot share a topic: one line
+            raise ConfigError(str(exc), file=str(mech.config.source or p["config"])) from None
         cfg = estimator_config(p, mech)
         self.estimator = Estimator(mech, cfg, lagged=p["lagged"], covariance=p["publish_covariance"])
         # the config's topics resolved here (namespace, remappings): logs and /diagnostics name
         # the topics the node really reads
-        self.resolved_topics = {t: self.resolve_topic_name(t) for t in InputRouter(mech).topics}
+        self.resolved_topics = {t: self.resolve_topic_name(t) for t in topics}
         self.router = InputRouter(mech, self.resolved_topics)
         self.names = outputs.OutputNames(self.get_fully_qualified_name(), p["frame_prefix"])
         self.queue = SampleQueue(p["max_queue"])

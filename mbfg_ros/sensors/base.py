@@ -87,9 +87,11 @@ def stamp_ns(msg) -> int:
 class TopicInput:
     """How the messages of one topic become readings: the message types it accepts and the sensors
     (and known inputs) it feeds. A kind's model names its class (:attr:`SensorModel.input_type`);
-    sensors of kinds with the same class may share a topic (:meth:`add` says whether they can)."""
+    sensors of kinds with the same class may share a topic (:meth:`add` says whether they can,
+    :meth:`check` whether all of them can read its messages together)."""
 
-    types: ClassVar[tuple[str, ...]] = ()
+    types: tuple[str, ...] = ()
+    """The accepted message types (a class's; a topic may accept fewer, see :meth:`check`)."""
 
     def __init__(self, topic: str) -> None:
         self.topic = topic
@@ -102,6 +104,11 @@ class TopicInput:
     def add(self, model: "SensorModel") -> None:
         """Feed ``model`` from this topic too; ValueError if it cannot share the topic."""
         raise NotImplementedError
+
+    def check(self) -> None:
+        """ValueError unless the sensors added can read the topic's messages together (rules
+        over all of them, which the input router applies once every sensor is added; a
+        mechanism that breaks them still loads). None here."""
 
     def decode(self, msgtype: str, msg, receive_ns: int | None, report: InputReport) -> list[Reading]:
         """The readings in one message of type ``msgtype`` (one of :attr:`types`)."""

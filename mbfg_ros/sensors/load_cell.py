@@ -64,6 +64,24 @@ def component_wrench(component: str, axis, value: float) -> tuple[np.ndarray, np
     return (vec, zero) if component == "force" else (zero, vec)
 
 
+def shared_wrench(parts: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """(force, torque) of one WrenchStamped from the readings of the cells it carries (their
+    :meth:`LoadCellModel.message_part`): per component, the vector whose component along each
+    cell's axis is its reading (exact: the axes of one component are independent,
+    :meth:`WrenchInput.check`); one cell: the reading times its axis."""
+    out = []
+    for component in ("force", "torque"):
+        rows = [p for p in parts if p["component"] == component]
+        if len(rows) == 1:
+            out.append(component_wrench(component, rows[0]["axis"], rows[0]["value"])[component == "torque"])
+        elif rows:
+            A = np.array([p["axis"] for p in rows], float)
+            out.append(np.linalg.lstsq(A, np.array([p["value"] for p in rows], float), rcond=None)[0])
+        else:
+            out.append(np.zeros(3))
+    return out[0], out[1]
+
+
 def axis_component(axis: np.ndarray, x, y, z):
     """axis . (x, y, z), for numbers or arrays alike (bit for bit the same either way)."""
     return axis[0] * x + axis[1] * y + axis[2] * z
@@ -87,6 +105,7 @@ class LoadCellModel(SensorModel):
     dim = 1
     level = 2
     message_type = WRENCH_STAMPED
+    message_group = "wrench"
 
     @property
     def needs_tau(self) -> bool:
@@ -228,9 +247,15 @@ class LoadCellModel(SensorModel):
         child = {j.name: j.child for j in mech.urdf.joints}
         return child[c.joint]
 
+    def sample_group(self, mech, rate: float) -> str:
+        """The load cells of one topic read one message: one group, named after the first."""
+        first = next(c for c in mech.load_cells if c.config.topic == self.config.topic)
+        return f"{self.kind}|{first.name}"
+
     def message_part(self, value):
-        force, torque = component_wrench(self.config.component, self.axis, value[0])
-        return {"force": force, "torque": torque}
+        """Its component, axis and reading: the cells of one message make its wrench together
+        (:func:`shared_wrench`)."""
+        return {"component": self.config.component, "axis": self.axis, "value": float(value[0])}
 
     def facts(self, mech):
         c = self.config
@@ -250,43 +275,73 @@ class LoadCellModel(SensorModel):
 
 class WrenchInput(TopicInput):
     """A load cell's topic: WrenchStamped (axis . force or torque) or Float64 (the number, at its
-    receive time); one cell per topic."""
+    receive time). Several cells may read one WrenchStamped topic, each its component of every
+    message (a force-torque sensor's six): :meth:`check` says whether they can; such a topic
+    takes no Float64 (one number)."""
 
     types = (WRENCH_STAMPED, FLOAT64)
 
     def __init__(self, topic: str) -> None:
         super().__init__(topic)
-        self.cell: LoadCellModel | None = None
+        self.cells: list[LoadCellModel] = []
 
     @property
     def sensors(self) -> tuple[str, ...]:
-        return (self.cell.name,) if self.cell else ()
+        return tuple(c.name for c in self.cells)
 
     def add(self, model: LoadCellModel) -> None:
-        if self.cell is not None:
-            raise ValueError(f"two load cells publish on {self.topic}")
-        self.cell = model
+        self.cells.append(model)
+        if len(self.cells) > 1:
+            self.types = (WRENCH_STAMPED,)        # a Float64 holds one number
 
-    def _vector(self) -> str:
-        return "force" if self.cell.config.component == "force" else "torque"
+    def check(self) -> None:
+        """ValueError unless the cells can share the WrenchStamped topic: every message gives
+        each of them a reading, so they have one rate and one frame (the message's frame_id),
+        and the axes of each component are linearly independent (at most three: two cells along
+        one direction would read the same number twice)."""
+        cells = self.cells
+        if len(cells) < 2:
+            return
+        names = ", ".join(c.name for c in cells)
+        if len({c.config.rate for c in cells}) > 1:
+            raise ValueError(f"load cells {names} read one message on {self.topic}: they need the same "
+                             f"rate (rates: {', '.join(f'{c.config.rate:g}' for c in cells)} Hz)")
+        if len({c.frame_id for c in cells}) > 1:
+            raise ValueError(f"load cells {names} read one message on {self.topic}: they need the same "
+                             "frame (a WrenchStamped has one frame_id)")
+        for component in ("force", "torque"):
+            axes = np.array([c.axis for c in cells if c.config.component == component]).reshape(-1, 3)
+            if axes.shape[0] > np.linalg.matrix_rank(axes, tol=1e-6):
+                raise ValueError(f"load cells {names} read one message on {self.topic}: the axes of "
+                                 f"their {component} components must be linearly independent")
 
     def decode(self, msgtype: str, msg, receive_ns: int | None, report: InputReport) -> list[Reading]:
         if msgtype == FLOAT64:
             if receive_ns is None:
                 report.problem("std_msgs/Float64 has no stamp and no receive time is known")
                 return []
-            return [Reading(self.cell.name, int(receive_ns), np.array([float(msg.data)]))]
-        v = getattr(msg.wrench, self._vector())
-        value = float(axis_component(np.asarray(self.cell.config.axis, float), float(v.x), float(v.y), float(v.z)))
-        return [Reading(self.cell.name, stamp_ns(msg), np.array([value]))]
+            (cell,) = self.cells
+            return [Reading(cell.name, int(receive_ns), np.array([float(msg.data)]))]
+        ns = stamp_ns(msg)
+        out = []
+        for cell in self.cells:
+            v = getattr(msg.wrench, cell.config.component)
+            value = float(axis_component(np.asarray(cell.config.axis, float), float(v.x), float(v.y), float(v.z)))
+            out.append(Reading(cell.name, ns, np.array([value])))
+        return out
 
     def decode_rows(self, msgtype: str, rows, receive_ns: np.ndarray, report: InputReport) -> list[ReadingRows]:
         N = len(rows)
         if msgtype == FLOAT64:
-            return [ReadingRows(self.cell.name, np.asarray(receive_ns, np.int64), rows.values("data"), 0)]
-        v = rows.values("wrench." + self._vector())
-        value = axis_component(np.asarray(self.cell.config.axis, float), v[:, 0], v[:, 1], v[:, 2])
-        return [ReadingRows(self.cell.name, rows.stamps_ns(), value.reshape(N, 1), 0)]
+            (cell,) = self.cells
+            return [ReadingRows(cell.name, np.asarray(receive_ns, np.int64), rows.values("data"), 0)]
+        stamps = rows.stamps_ns()
+        out = []
+        for rank, cell in enumerate(self.cells):
+            v = rows.values("wrench." + cell.config.component)
+            value = axis_component(np.asarray(cell.config.axis, float), v[:, 0], v[:, 1], v[:, 2])
+            out.append(ReadingRows(cell.name, stamps, value.reshape(N, 1), rank))
+        return out
 
 
 LoadCellModel.input_type = WrenchInput

@@ -10,8 +10,9 @@ the config describes).
 Timing: a channel at rate r has nominal sample times k / r, k = 0, 1, ... while k / r is below
 the duration (10 s at 1 kHz: exactly 10 000 samples). Encoders that share a topic and a rate
 are read together (one JointState message), and so are the known inputs of one topic and the
-gyro and accelerometer of one Imu topic: they share their sample times, jitter and dropouts.
-Every other sensor has its own.
+gyro and accelerometer of one Imu topic and the load cells of one topic (one WrenchStamped: a
+force-torque sensor's components; these need one rate): they share their sample times, jitter
+and dropouts. Every other sensor has its own.
 
 Values (units and frames):
 - encoder: (1,) the joint position, rad or m, + noise, then quantised; a single-turn angle
@@ -167,16 +168,17 @@ def sensor_channels(mech: Mechanism, options: SensorOptions | None = None) -> li
     rates = options.rates
     out: list[SensorChannel] = []
     counts: dict[str, int] = {}
-    group_rates: dict[str, tuple[str, float]] = {}
+    group_rates: dict[str, tuple[SensorModel, float]] = {}
     for model in input_channels(mech):
         r = float(rates.get(model.name, rates.get(model.kind, model.rate)))
         index = counts.get(model.kind, 0) if model.measuring else model.index   # a command's: its joint
         counts[model.kind] = counts.get(model.kind, 0) + 1
         group = model.sample_group(mech, r)
-        first = group_rates.setdefault(group, (model.name, r))
-        if first[1] != r:
-            raise MbfgError(f"{first[0]} and {model.name} share the topic {model.topic} and are sampled "
-                            f"together: give them the same rate (here {first[1]:g} and {r:g} Hz)")
+        first, first_rate = group_rates.setdefault(group, (model, r))
+        if first_rate != r:
+            kinds = f"{first.kind.replace('_', ' ')}s " if first.kind == model.kind else ""
+            raise MbfgError(f"{kinds}{first.name} and {model.name} share the topic {model.topic} (one "
+                            f"message holds both): give them one rate (values: {first_rate:g} and {r:g} Hz)")
         out.append(SensorChannel(model.name, model.kind, model.topic, r, model.noise, index,
                                  model.header_frame(mech), group, model.joint, model))
     return out

@@ -154,6 +154,17 @@ def test_encoders_on_one_topic_share_times_and_dropouts():
     assert not np.array_equal(s["crank1_encoder"].value, s["crank2_encoder"].value)
 
 
+def test_load_cells_on_one_topic_share_times_and_dropouts_and_need_one_rate():
+    tr = simulated("arm6_ros2_control", duration=0.1)
+    s = series_by_name(synthesize_series(tr, SensorOptions(jitter=1e-4, dropout=0.2)))
+    cells = [s[f"ft_{c}_{a}"] for c in ("force", "torque") for a in "xyz"]
+    assert {ch.channel.group for ch in cells} == {"load_cell|ft_force_x"}
+    for cell in cells[1:]:
+        np.testing.assert_array_equal(cell.stamp, cells[0].stamp)
+    with pytest.raises(MbfgError, match="ft_force_x and ft_torque_z share the topic ft_sensor/wrench"):
+        sensor_channels(tr.mechanism, SensorOptions(rates={"ft_torque_z": 1000.0}))
+
+
 def test_outliers():
     tr = simulated("spatial_rsur", duration=10.0)
     opts = SensorOptions(outlier_rate=0.05, outlier_scale=20.0, seed=9)
