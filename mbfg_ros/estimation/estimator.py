@@ -523,6 +523,8 @@ class Estimator:
         done = 0
         r, J0, J1 = self.linearize(x0, x1, None, copy=False)
         while done < iterations or (done < iterations + extra and self._poor_point(r)):
+            if done and self._raise_to_local_truncation(x0, x1):
+                r, J0, J1 = self.linearize(x0, x1, None, copy=False)
             cost = float(r @ r)
             dx = scipy.linalg.lstsq(J1, -r, lapack_driver="gelsy", check_finite=False)[0]
             if not math.isfinite(dx.sum()):
@@ -536,6 +538,20 @@ class Estimator:
             done += 1
             self.health.gauss_newton_iterations += 1
         return r, J0, J1, x1
+
+    def _raise_to_local_truncation(self, x0: np.ndarray, x1: np.ndarray) -> bool:
+        """Raise the newest step's integration sigmas (in the bound parameters) to the local
+        truncation its refined keyframe x1 shows (:meth:`.IntegrationNoise.local`); whether
+        any was raised."""
+        A = self.lay.A
+        before = self._x.get(self.schedule.closed - 2)
+        local = self._integration.local(None if before is None else before[A], x0[A], x1[A])
+        sig = self._p[self.layout.integration]
+        if not np.any(local > sig):
+            return False
+        np.maximum(sig, local, out=sig)
+        self.health.integration_raises += 1
+        return True
 
     def _poor_point(self, r: np.ndarray) -> bool:
         """Whether the step just linearized sits at a poor point: its equations-of-motion rows'
