@@ -48,7 +48,7 @@ from mbfg_ros.estimation.divergence import DivergenceMonitor, LossJudge
 from mbfg_ros.estimation.integration_noise import IntegrationNoise
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.outputs import ClosureForce, Estimate, Forces, Health, SensorCounts
-from mbfg_ros.estimation.relinearization import StepRecords, select_steps
+from mbfg_ros.estimation.relinearization import SingularityThreshold, StepRecords, select_steps
 from mbfg_ros.estimation.schedule import KeyframeSchedule, StepInbox
 from mbfg_ros.estimation.sensor_streams import SensorStream
 from mbfg_ros.estimation.smoother import FixedLagSmoother, SolverFailure
@@ -156,6 +156,7 @@ class Estimator:
         for i, s in enumerate(self._measuring):
             s.slot = i                                 # its block in the step parameters
         self._integration = IntegrationNoise(self.lay.n, self.h, *self.layout.integration_default)
+        self._relin_threshold = SingularityThreshold(self.cfg.relinearize_threshold, mechanism.dependent)
         self.inbox = StepInbox(self.layout, self._measuring,
                                ahead=max(64, int(math.ceil(4 * self.cfg.sensor_wait * self.cfg.keyframe_rate)) + 8))
         n, h = self.lay.n, self.h
@@ -608,6 +609,8 @@ class Estimator:
         sch.mark_closed(k)
         try:
             r, J0, J1, x1 = self._gauss_newton(x_prev, x_pred, self.cfg.gauss_newton_iterations)
+            if self.mech.m and not first:
+                self._relin_threshold.observe(J1[self.layout.phi, :self.lay.n])
             rms = math.sqrt(float(r @ r) / r.size)
             if rms > self.cfg.divergence_threshold:
                 raise SolverFailure(f"diverging: whitened residual RMS {rms:.3g} at keyframe {k}")
@@ -968,7 +971,7 @@ class Estimator:
         sm = self.smoother
         if budget <= 0 or len(sm) < 2:
             return
-        n, th = self.lay.n, self.cfg.relinearize_threshold
+        n, th = self.lay.n, self._relin_threshold.value
         vth = self.cfg.relinearize_velocity_factor * th
         rec = self.records
         k = self.schedule.closed
