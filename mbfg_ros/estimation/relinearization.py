@@ -116,8 +116,9 @@ def select_steps(rec: StepRecords, keys: list[int], X: np.ndarray, n: int, th: f
 NEAR_SINGULAR_MARGIN = 2.0
 """The relinearization threshold is lowered where the closures' Jacobian block on the dependent
 coordinates is worse conditioned than this many times the best conditioning the run has seen."""
-NEAR_SINGULAR_FLOOR = 1.0 / 30.0
-"""... by at most this factor (3e-3 becomes 1e-4 at worst)."""
+NEAR_SINGULAR_FLOOR = 1e-4
+"""rad or m: ... but not below this (what the branch five-bar needed everywhere; a configured
+threshold below it is kept)."""
 
 
 class SingularityThreshold:
@@ -133,8 +134,8 @@ class SingularityThreshold:
     sigmas RMS, 1.6-2.2 within |sin| < 0.4 of the couplers' alignment. So the threshold is divided
     by the square of how much worse conditioned the newest keyframe's block is than
     NEAR_SINGULAR_MARGIN times the best seen in the run (a ratio: the block's columns mix rad and
-    m, so no absolute condition number means the same on every rig), at most by
-    1 / NEAR_SINGULAR_FLOOR. Measured there: 0.94 / 0.86 (as with 1e-4 everywhere) at 9 times the
+    m, so no absolute condition number means the same on every rig), down to
+    NEAR_SINGULAR_FLOOR. Measured there: 0.94 / 0.86 (as with 1e-4 everywhere) at 9 times the
     relinearisations of 3e-3 instead of 44 times; a rig that stays well conditioned is unchanged."""
 
     def __init__(self, threshold: float, dependent: np.ndarray) -> None:
@@ -162,4 +163,4 @@ class SingularityThreshold:
         ratio = self.condition / (NEAR_SINGULAR_MARGIN * self.best)
         if not ratio > 1.0:
             return self.threshold
-        return self.threshold * max(NEAR_SINGULAR_FLOOR, 1.0 / (ratio * ratio))
+        return max(min(self.threshold, NEAR_SINGULAR_FLOOR), self.threshold / (ratio * ratio))
