@@ -118,7 +118,7 @@ class Estimator:
                  initial_state: np.ndarray | None = None, prior_sigma: np.ndarray | None = None,
                  lagged: bool = False, covariance: bool = False, freeze_gc: bool = True,
                  record_steps: bool = False, step_function: StepFunction | None = None,
-                 search: bool = True) -> None:
+                 search: bool = True, local_truncation: bool = True) -> None:
         """``initial_state``: a whole first state (layout order) instead of one assembled, with
         ``prior_sigma`` (default the config's prior sigmas). ``record_steps`` keeps every step's
         parameters (for a batch solve over the whole run, see
@@ -126,7 +126,10 @@ class Estimator:
         ``step_function``: a StepFunction built for the same mechanism and settings (estimators
         of one mechanism share the compiled function; by default it comes from a cache).
         ``search``: on a rig whose DOF positions no encoder reads, pick the start (and the
-        restart of a lost estimate) among several hypotheses (:mod:`.start_search`)."""
+        restart of a lost estimate) among several hypotheses (:mod:`.start_search`).
+        ``local_truncation``: a step refined by Gauss-Newton gets its integration noise raised to
+        its own local truncation (:meth:`.IntegrationNoise.local`); off for the probes that score
+        start hypotheses, which must be held to the model as configured."""
         t_build = time.perf_counter()
         self.mech = mechanism
         self.cfg = config or mechanism.config.estimator
@@ -156,6 +159,7 @@ class Estimator:
         for i, s in enumerate(self._measuring):
             s.slot = i                                 # its block in the step parameters
         self._integration = IntegrationNoise(self.lay.n, self.h, *self.layout.integration_default)
+        self._local_truncation = local_truncation
         self._relin_threshold = SingularityThreshold(self.cfg.relinearize_threshold, mechanism.dependent)
         self.inbox = StepInbox(self.layout, self._measuring,
                                ahead=max(64, int(math.ceil(4 * self.cfg.sensor_wait * self.cfg.keyframe_rate)) + 8))
@@ -524,7 +528,7 @@ class Estimator:
         done = 0
         r, J0, J1 = self.linearize(x0, x1, None, copy=False)
         while done < iterations or (done < iterations + extra and self._poor_point(r)):
-            if done and self._raise_to_local_truncation(x0, x1):
+            if done and self._local_truncation and self._raise_to_local_truncation(x0, x1):
                 r, J0, J1 = self.linearize(x0, x1, None, copy=False)
             cost = float(r @ r)
             dx = scipy.linalg.lstsq(J1, -r, lapack_driver="gelsy", check_finite=False)[0]

@@ -13,7 +13,9 @@ lost. This module picks the start from the data instead:
    gyro readings at that pose (least squares, damped towards the prior's velocities);
 2. each candidate is the start of a short run of an estimator (a probe) over the same readings
    (the first :data:`SCREEN_FRACTION` of them for every candidate, the whole stretch for the
-   :data:`FINALISTS` best of those);
+   :data:`FINALISTS` best of those); a probe keeps its integration noise as the recent motion
+   sets it, never raised to a step's local truncation (a wrong hypothesis, whose predictions miss
+   everywhere, would move its keyframes at no cost to its score);
 3. the score of a run is the whitened chi-square of its steps at the run's smoothed estimates
    over the rows that weigh the evidence: every reading, the equations of motion and the random
    walks (the closure and integration rows, whose noises are tiny, measure the linearisation of
@@ -236,7 +238,7 @@ class StartSearch:
         sig[lay.Q] = PROBE_SIGMA_POSITION
         sig[lay.V] = PROBE_SIGMA_VELOCITY
         probe = Estimator(self.mech, est.cfg, initial_state=h.x, prior_sigma=sig, freeze_gc=False,
-                          step_function=est.fn.fresh(), search=False)
+                          step_function=est.fn.fresh(), search=False, local_truncation=False)
         feed = sorted([(s.name, stamp, value) for s, stamp, value in readings] + list(commands), key=lambda r: r[1])
         try:
             for name, stamp, value in feed:
