@@ -116,12 +116,10 @@ def node_case(name: str) -> NodeCase:
                         Scenario(input_profile="sine", input_amplitude=2.5, input_offset=2.3,
                                  input_frequency=3.0, input_start=0.0))
     if name == "panda":
-        from mbfg_ros.benchmark.perf import _panda_config
-        folder = _panda_config().parent          # the URDF copy (fingers fixed) lives there
-        config = folder / "panda_ros2_control.yaml"
-        config.write_text((Path(__file__).parent / "rigs" / "panda_ros2_control.yaml").read_text())
-        return NodeCase(name, config, Scenario(input_profile="random", input_amplitude=3.0,
-                                               input_frequency=0.5, input_start=0.0))
+        from mbfg_ros.benchmark.perf import panda_config
+        return NodeCase(name, panda_config("panda_ros2_control.yaml"),
+                        Scenario(input_profile="random", input_amplitude=3.0, input_frequency=0.5,
+                                 input_start=0.0))
     raise CliError(f"--node-cases: unknown case '{name}' (cases: {', '.join(CASES)})")
 
 
@@ -486,6 +484,12 @@ def run_node_bench(args: argparse.Namespace) -> int:
         Path("out") / "bench_node" / time.strftime("%Y%m%d-%H%M%S"))
     json_path = getattr(args, "json", None)
     quiet = getattr(args, "no_progress", False)
+    for option, folder in (("--out", out_dir), ("--json", Path(json_path).parent if json_path not in (None, "-") else None)):
+        if folder is not None:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise CliError(f"{option}: cannot create {folder} ({exc.strerror})") from None
 
     def say(text: str) -> None:
         if not quiet:
