@@ -180,7 +180,8 @@ def bag_log_times(bag: Path) -> np.ndarray:
                            dtype=np.int64)
 
 
-def player_schedule(published_ns: np.ndarray, log_ns: np.ndarray, rate: float = 1.0) -> tuple[int, np.ndarray]:
+def player_schedule(published_ns: np.ndarray, log_ns: np.ndarray,
+                    rate: float = 1.0) -> tuple[int, np.ndarray]:
     """(t0, lateness): the wall time (ns) the player started the data, t0 = the earliest of
     publication - due offset (every message is published at or after t0 + its offset), and each
     message's lateness (ns) after its due time."""
@@ -196,7 +197,8 @@ def latency_figures(prefix: str, ms: np.ndarray) -> dict[str, float]:
     """``<prefix>_p50_ms``, ``_p99_ms``, ``_max_ms``, ``_mean_ms`` of latencies in ms."""
     if not ms.size:
         return {f"{prefix}_{k}_ms": float("nan") for k in ("p50", "p99", "max", "mean")}
-    return {f"{prefix}_p50_ms": float(np.percentile(ms, 50)), f"{prefix}_p99_ms": float(np.percentile(ms, 99)),
+    return {f"{prefix}_p50_ms": float(np.percentile(ms, 50)),
+            f"{prefix}_p99_ms": float(np.percentile(ms, 99)),
             f"{prefix}_max_ms": float(ms.max()), f"{prefix}_mean_ms": float(ms.mean())}
 
 
@@ -215,19 +217,20 @@ def reading_counts(diagnostics: dict[str, dict], messages_sent: int) -> dict:
     """Readings taken, dropped (by reason) and messages lost from the node's final /diagnostics
     (statuses by name without the node prefix: ``input queue``, ``sensor <name>``, ``solver``)."""
     queue = diagnostics.get("input queue", {}).get("values", {})
+    sensors = [s["values"] for n, s in diagnostics.items() if n.startswith("sensor ")]
     reasons = {"queue_full": int(_number(queue.get("dropped")))}
     for name in TIME_RULE_DROPS:
         reasons[name] = int(_number(queue.get(f"samples {name}")))
     for what in ESTIMATOR_REFUSALS:
-        reasons[what] = sum(int(_number(s["values"].get(what))) for n, s in diagnostics.items()
-                            if n.startswith("sensor "))
-    late = sum(int(_number(s["values"].get("late"))) for n, s in diagnostics.items() if n.startswith("sensor "))
+        reasons[what] = sum(int(_number(v.get(what))) for v in sensors)
+    late = sum(int(_number(v.get("late"))) for v in sensors)
     received = int(_number(queue.get("messages")))
     solver = diagnostics.get("solver", {}).get("values", {})
     return {"readings_taken": int(_number(queue.get("queued"))), "dropped": sum(reasons.values()),
             "dropped_by_reason": {k: v for k, v in reasons.items() if v},
             "late_used": late, "messages_sent": messages_sent, "messages_received": received,
-            "lost": max(messages_sent - received, 0), "lost_reported": int(_number(queue.get("lost_in_dds"))),
+            "lost": max(messages_sent - received, 0),
+            "lost_reported": int(_number(queue.get("lost_in_dds"))),
             "unaccounted_readings": int(_number(queue.get("unaccounted_readings"))),
             "node_keyframes": int(_number(solver.get("keyframes"))),
             "node_update_mean_ms": _number(solver.get("update_mean_ms")),
@@ -242,7 +245,8 @@ def estimator_alone(config: Path, bag: Path) -> dict:
     from mbfg_ros.model.validation import load_rig
     from mbfg_ros.replay.bag_input import SENSOR, BagInput
     mech = load_rig(config).mech
-    messages = [payload for kind, _, _, payload in BagInput(bag, mech, truth=False).records() if kind == SENSOR]
+    messages = [payload for kind, _, _, payload in BagInput(bag, mech, truth=False).records()
+                if kind == SENSOR]
     readings = [(r.sensor, r.stamp_ns, r.value) for m in messages for r in m]
     if not readings:
         raise CliError(f"the bag {bag} holds no reading of the config {config}")
@@ -261,8 +265,8 @@ def estimator_alone(config: Path, bag: Path) -> dict:
     return {"estimator_cpu_s": cpu, "estimator_wall_s": wall, "readings_sent": len(readings),
             "estimator_keyframes": est.health.keyframes, "estimator_estimates": estimates,
             "keyframe_rate": est.cfg.keyframe_rate, "estimator_cpu_ms_per_keyframe": cpu / kf * 1e3,
-            "estimator_cpu_p50_ms": timing.cpu.percentile(50), "estimator_cpu_p99_ms": timing.cpu.percentile(99),
-            "estimator_cpu_max_ms": timing.cpu.max}
+            "estimator_cpu_p50_ms": timing.cpu.percentile(50),
+            "estimator_cpu_p99_ms": timing.cpu.percentile(99), "estimator_cpu_max_ms": timing.cpu.max}
 
 
 # ------------------------------------------------------------------------------------------
@@ -385,6 +389,8 @@ def run_case(case: NodeCase, duration: float, work: Path, outputs: str = "joint_
         raise _fail(f"{case.name}: the probe wrote no result (exit {codes.get('latency_probe')})", nodes)
     load_after = list(os.getloadavg())
 
+    if not times_out.exists():
+        raise _fail(f"{case.name}: the bag player noted no publication times", player)
     published = np.load(times_out)
     t0, late = player_schedule(published, log_ns)
     data = np.load(probe_out)
@@ -399,14 +405,16 @@ def run_case(case: NodeCase, duration: float, work: Path, outputs: str = "joint_
     out["node_cpu_s"] = node_cpu
     out["node_cpu_per_s"] = node_cpu / span_s
     out["estimator_cpu_per_s"] = alone["estimator_cpu_s"] / span_s
-    out["overhead_ratio"] = node_cpu / alone["estimator_cpu_s"] if alone["estimator_cpu_s"] > 0 else float("nan")
+    out["overhead_ratio"] = (node_cpu / alone["estimator_cpu_s"] if alone["estimator_cpu_s"] > 0
+                             else float("nan"))
     out.update(latency_figures("e2e", (received - due) * 1e-6))
     out.update(latency_figures("publish", (source - due) * 1e-6))
     out.update(latency_figures("dds", (received - source) * 1e-6))
     out.update(latency_figures("player_late", late * 1e-6))
     out.update(reading_counts(final.get("diagnostics", {}), int(published.size)))
     # the node's CPU in each whole second of data (the start-up transient shows in the first)
-    out["node_cpu_timeline"] = [round(cpu["node"].between(t0 + k * 1_000_000_000, t0 + (k + 1) * 1_000_000_000), 3)
+    second = 1_000_000_000
+    out["node_cpu_timeline"] = [round(cpu["node"].between(t0 + k * second, t0 + (k + 1) * second), 3)
                                 for k in range(int(span_s))]
     out["player_cpu_per_s"] = cpu["player"].between(t0, int(published[-1])) / span_s
     out["probe_cpu_per_s"] = cpu["probe"].between(t0, t_end) / span_s
@@ -439,6 +447,17 @@ def combine_runs(runs: list[dict]) -> dict:
         out["load_after"] = runs[-1]["load_after"]
         out["runs"] = runs
     return out
+
+
+def progress_line(tag: str, r: dict) -> str:
+    """One run's figures in a line, its CPU seconds beside its wall time."""
+    return (f"{tag}: node {r['node_cpu_s']:.2f} s CPU ({r['node_cpu_per_s']:.3f}/s), estimator "
+            f"{r['estimator_cpu_s']:.2f} s ({r['estimator_cpu_per_s']:.3f}/s), x{r['overhead_ratio']:.1f}; "
+            f"e2e p50 {r['e2e_p50_ms']:.1f} p99 {r['e2e_p99_ms']:.1f} max {r['e2e_max_ms']:.1f} ms; "
+            f"{r['readings_taken']} readings taken, {r['dropped']} dropped, {r['lost']} lost; player "
+            f"{r['player_cpu_per_s']:.3f}/s; {r['duration_s']:.1f} s of data in {r['live_wall_s']:.1f} s "
+            f"wall (the case {r['wall_s']:.0f} s); load {r['load_before'][0]:.2f} -> "
+            f"{r['load_after'][0]:.2f}")
 
 
 def format_row(r: dict) -> str:
@@ -484,7 +503,8 @@ def run_node_bench(args: argparse.Namespace) -> int:
         Path("out") / "bench_node" / time.strftime("%Y%m%d-%H%M%S"))
     json_path = getattr(args, "json", None)
     quiet = getattr(args, "no_progress", False)
-    for option, folder in (("--out", out_dir), ("--json", Path(json_path).parent if json_path not in (None, "-") else None)):
+    json_dir = Path(json_path).parent if json_path not in (None, "-") else None
+    for option, folder in (("--out", out_dir), ("--json", json_dir)):
         if folder is not None:
             try:
                 folder.mkdir(parents=True, exist_ok=True)
@@ -503,7 +523,8 @@ def run_node_bench(args: argparse.Namespace) -> int:
     for k, case in enumerate(cases):
         runs = []
         for i in range(args.node_repeat):
-            tag = f"{case.name} ({k + 1}/{len(cases)}" + (f", run {i + 1}/{args.node_repeat})" if args.node_repeat > 1 else ")")
+            tag = f"{case.name} ({k + 1}/{len(cases)}"
+            tag += f", run {i + 1}/{args.node_repeat})" if args.node_repeat > 1 else ")"
             say(f"{tag}: {CASE_TEXT[case.name]}")
             work = out_dir / (case.name if args.node_repeat == 1 else f"{case.name}_{i + 1}")
             if work.exists():
@@ -511,13 +532,7 @@ def run_node_bench(args: argparse.Namespace) -> int:
             r = run_case(case, args.node_duration, work, args.node_outputs, say)
             runs.append(r)
             # the progress line of the run: CPU beside wall time
-            print(f"{tag}: node {r['node_cpu_s']:.2f} s CPU ({r['node_cpu_per_s']:.3f}/s), estimator "
-                  f"{r['estimator_cpu_s']:.2f} s ({r['estimator_cpu_per_s']:.3f}/s), x{r['overhead_ratio']:.1f}; "
-                  f"e2e p50 {r['e2e_p50_ms']:.1f} p99 {r['e2e_p99_ms']:.1f} max {r['e2e_max_ms']:.1f} ms; "
-                  f"{r['readings_taken']} readings taken, {r['dropped']} dropped, {r['lost']} lost; player "
-                  f"{r['player_cpu_per_s']:.3f}/s; {r['duration_s']:.1f} s of data in {r['live_wall_s']:.1f} s "
-                  f"(case {r['wall_s']:.0f} s wall); load {r['load_before'][0]:.2f} -> {r['load_after'][0]:.2f}",
-                  file=sys.stderr, flush=True)
+            print(progress_line(tag, r), file=sys.stderr, flush=True)
         results.append(combine_runs(runs))
     wall = time.perf_counter() - w0
     c1 = os.times()

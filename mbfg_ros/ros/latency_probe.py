@@ -88,10 +88,9 @@ class LatencyProbe(Node):
 
     def _on_diagnostics(self, msg) -> None:
         prefix = f"{self.estimator}: "
-        mine = {s.name[len(prefix):]: {"level": int.from_bytes(s.level, "little") if isinstance(s.level, bytes)
-                                       else int(s.level),
-                                       "message": s.message,
-                                       "values": {kv.key: kv.value for kv in s.values}}
+        mine = {s.name[len(prefix):]: {"level": s.level if isinstance(s.level, int)
+                                       else int.from_bytes(s.level, "little"),
+                                       "message": s.message, "values": {kv.key: kv.value for kv in s.values}}
                 for s in msg.status if s.name.startswith(prefix)}
         if mine:
             self.diagnostics = mine

@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if not wait_for_subscribers(node, args.subscribers, args.wait):
                 if rclpy.ok():
-                    missing = [t for t, p in node.pub.items() if p.get_subscription_count() < args.subscribers]
+                    missing = [t for t, p in node.pub.items()
+                               if p.get_subscription_count() < args.subscribers]
                     print(f"error: no subscriber on {', '.join(missing)} within {args.wait:g} s",
                           file=sys.stderr)
                     return 3
