@@ -435,14 +435,17 @@ WORST = ("dropped", "lost", "lost_reported", "unaccounted_readings")
 
 
 def combine_runs(runs: list[dict]) -> dict:
-    """The case's figures over repeated runs: the median of every number (the largest for
-    ``dropped`` and ``lost``), the first run's other entries, and every run under ``runs``."""
+    """The case's figures over repeated runs: the median of every number (rounded for counts;
+    the largest for ``dropped`` and ``lost``), the first run's other entries, and every run
+    under ``runs``."""
     out = dict(runs[0])
     if len(runs) > 1:
         for key, value in runs[0].items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 vals = [r[key] for r in runs]
-                out[key] = max(vals) if key in WORST else float(np.median(vals))
+                median = float(np.median(vals))
+                out[key] = max(vals) if key in WORST else (
+                    int(round(median)) if isinstance(value, int) else median)
         out["load_before"] = runs[0]["load_before"]
         out["load_after"] = runs[-1]["load_after"]
         out["runs"] = runs
@@ -530,6 +533,7 @@ def run_node_bench(args: argparse.Namespace) -> int:
             if work.exists():
                 shutil.rmtree(work)
             r = run_case(case, args.node_duration, work, args.node_outputs, say)
+            (work / "result.json").write_text(json.dumps(r, indent=2) + "\n")
             runs.append(r)
             # the progress line of the run: CPU beside wall time
             print(progress_line(tag, r), file=sys.stderr, flush=True)
@@ -537,17 +541,19 @@ def run_node_bench(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - w0
     c1 = os.times()
     this_cpu = (c1.user - c0.user) + (c1.system - c0.system)
+    written = None
+    if json_path:
+        text = json.dumps({r["case"]: r for r in results}, indent=2)
+        if json_path == "-":
+            print(text)
+        else:
+            Path(json_path).write_text(text + "\n")
+            written = json_path
     print(format_table(results))
     print(EXPLAIN)
     print(f"{len(results)} case(s) in {wall:.0f} s wall; this process {this_cpu:.0f} s CPU (recording, "
           f"estimator alone); load average now {', '.join(f'{x:.2f}' for x in os.getloadavg())} on "
           f"{os.cpu_count()} CPUs")
-    if json_path:
-        payload = {r["case"]: r for r in results}
-        text = json.dumps(payload, indent=2)
-        if json_path == "-":
-            print(text)
-        else:
-            Path(json_path).write_text(text + "\n")
-            print(f"wrote {json_path}")
+    if written:
+        print(f"wrote {written}")
     return 0

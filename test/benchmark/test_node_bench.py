@@ -70,13 +70,26 @@ def test_cpu_between_samples_is_interpolated():
     assert s.between(0, 3_000_000_000) == pytest.approx(1.5)        # held beyond the samples
 
 
+def _run(case="x", **figures) -> dict:
+    """A run's figures as run_case gives them (the table's columns), ``figures`` replacing some."""
+    r = {"case": case, "keyframe_rate": 200.0, "node_cpu_per_s": 0.5, "estimator_cpu_per_s": 0.05,
+         "overhead_ratio": 10.0, "e2e_p50_ms": 2.0, "e2e_p99_ms": 9.0, "e2e_max_ms": 30.0,
+         "readings_taken": 3000, "dropped": 0, "lost": 0, "player_cpu_per_s": 0.08,
+         "load_before": [1.0, 1.0, 1.0], "load_after": [1.5, 1.0, 1.0]}
+    r.update(figures)
+    return r
+
+
 def test_repeated_runs_give_the_median_and_the_worst_counts():
-    runs = [{"case": "x", "node_cpu_per_s": v, "dropped": d, "lost": 0, "load_before": [b, 0, 0],
-             "load_after": [b + 1, 0, 0]} for v, d, b in ((0.3, 0, 1.0), (0.1, 2, 2.0), (0.2, 0, 3.0))]
+    runs = [_run(node_cpu_per_s=v, dropped=d, readings_taken=n, load_before=[b, 0, 0], load_after=[b + 1, 0, 0])
+            for v, d, n, b in ((0.3, 0, 2999, 1.0), (0.1, 2, 3000, 2.0), (0.2, 0, 3000, 3.0), (0.4, 0, 2998, 1.0))]
     r = node_bench.combine_runs(runs)
-    assert r["node_cpu_per_s"] == pytest.approx(0.2) and r["dropped"] == 2
-    assert r["load_before"][0] == 1.0 and r["load_after"][0] == 4.0 and len(r["runs"]) == 3
+    assert r["node_cpu_per_s"] == pytest.approx(0.25) and r["dropped"] == 2
+    assert r["readings_taken"] == 3000 and isinstance(r["readings_taken"], int)    # a count stays one
+    assert r["load_before"][0] == 1.0 and r["load_after"][0] == 2.0 and len(r["runs"]) == 4
     assert node_bench.combine_runs(runs[:1]) == runs[0]
+    table = node_bench.format_table([r, _run("y")]).splitlines()
+    assert len(table) == 2 + 4 + 1 + 1 and table[6].startswith("  median") and table[7].startswith("y ")
 
 
 @pytest.mark.parametrize("argv, message", [
