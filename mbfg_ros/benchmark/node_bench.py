@@ -25,7 +25,7 @@ Figures per case (the JSON keys):
   the same readings; ``overhead_ratio``: their ratio (what the node's shell costs on top);
 - ``e2e_p50_ms``, ``e2e_p99_ms``, ``e2e_max_ms``: sensor stamp to estimate received, per
   estimate. The player publishes the bag's stamps, so a stamp is put on the wall clock through
-  the player's schedule: stamp s is due at t0 + (s - the bag's first log time) / rate, t0 the
+  the player's schedule: stamp s is due at t0 + (s - the bag's first log time), t0 the
   wall time the player started the data (from its noted publication times: the earliest
   publication minus its due offset). Latency = the time DDS delivered the estimate stamped s
   to the subscriber (``received_timestamp``) minus that due time: the estimator's wait for
@@ -43,7 +43,8 @@ Figures per case (the JSON keys):
   ``load_before`` / ``load_after``: the machine's load averages (1, 5, 15 min).
 
 With ``--node-repeat N`` each case runs N times: the case's figures are the median of the runs
-(``dropped`` and ``lost`` the largest), every run is kept under ``runs``.
+(``dropped`` and ``lost`` the largest), every run is kept under ``runs``. Each run's folder
+under ``--out`` keeps its bag, the processes' logs and its figures (``result.json``).
 """
 from __future__ import annotations
 
