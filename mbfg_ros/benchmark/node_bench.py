@@ -30,8 +30,9 @@ Figures per case (the JSON keys):
   publication minus its due offset). Latency = the time DDS delivered the estimate stamped s
   to the subscriber (``received_timestamp``) minus that due time: the estimator's wait for
   its keyframe's readings, the node, DDS both ways and the player's own lateness (reported
-  apart: ``player_late_p99_ms``). ``publish_p99_ms`` etc. end at the estimate's publication
-  (``source_timestamp``) instead;
+  apart: ``player_late_p99_ms``; ``e2e_sent_p99_ms`` etc. start when the player really sent
+  the newest message stamped at or before s instead). ``publish_p99_ms`` etc. end at the
+  estimate's publication (``source_timestamp``) instead;
 - ``readings_sent`` (in the bag), ``readings_taken`` (the node's input queue), ``dropped``
   (readings the node took but did not use: queue full, the time rules, or refused by the
   estimator as too old, duplicate or not finite; by reason in ``dropped_by_reason``), ``lost``
@@ -201,6 +202,27 @@ def latency_figures(prefix: str, ms: np.ndarray) -> dict[str, float]:
     return {f"{prefix}_p50_ms": float(np.percentile(ms, 50)),
             f"{prefix}_p99_ms": float(np.percentile(ms, 99)),
             f"{prefix}_max_ms": float(ms.max()), f"{prefix}_mean_ms": float(ms.mean())}
+
+
+def latencies(stamp: np.ndarray, source: np.ndarray, received: np.ndarray, log_ns: np.ndarray,
+              published: np.ndarray) -> dict[str, float]:
+    """Latency figures (ms) of the estimates stamped ``stamp`` (ns), published at ``source`` and
+    received at ``received`` (wall ns), for a bag of log times ``log_ns`` whose messages the
+    player published at ``published`` (rate 1; the recordings have no transport delay, so a
+    message's log time is its stamp): ``e2e_*`` from the stamp's due time on the player's
+    schedule to receipt, ``publish_*`` from there to publication, ``dds_*`` publication to
+    receipt, ``player_late_*`` the player's lateness per message and ``e2e_sent_*`` from the
+    player's real publication of the newest message stamped at or before the estimate."""
+    t0, late = player_schedule(published, log_ns)
+    due = t0 + (stamp - log_ns[0])
+    newest = np.clip(np.searchsorted(log_ns, stamp, side="right") - 1, 0, None)
+    sent = np.maximum.accumulate(published)[newest]
+    out = latency_figures("e2e", (received - due) * 1e-6)
+    out.update(latency_figures("publish", (source - due) * 1e-6))
+    out.update(latency_figures("dds", (received - source) * 1e-6))
+    out.update(latency_figures("player_late", late * 1e-6))
+    out.update(latency_figures("e2e_sent", (received - sent) * 1e-6))
+    return out
 
 
 def _number(text) -> float:
@@ -393,11 +415,10 @@ def run_case(case: NodeCase, duration: float, work: Path, outputs: str = "joint_
     if not times_out.exists():
         raise _fail(f"{case.name}: the bag player noted no publication times", player)
     published = np.load(times_out)
-    t0, late = player_schedule(published, log_ns)
+    t0, _ = player_schedule(published, log_ns)
     data = np.load(probe_out)
     final = json.loads(str(data["status"]))
-    stamp, received, source = data["stamp"], data["received"], data["source"]
-    due = t0 + (stamp - log_ns[0])                          # rate 1: the stamp's wall time
+    stamp, received = data["stamp"], data["received"]
     t_end = int(received.max()) if received.size else int(published[-1])
     out = {"case": case.name, "duration_s": span_s, "estimates_received": int(stamp.size)}
     alone = estimator_alone(case.config, bag)
@@ -408,10 +429,7 @@ def run_case(case: NodeCase, duration: float, work: Path, outputs: str = "joint_
     out["estimator_cpu_per_s"] = alone["estimator_cpu_s"] / span_s
     out["overhead_ratio"] = (node_cpu / alone["estimator_cpu_s"] if alone["estimator_cpu_s"] > 0
                              else float("nan"))
-    out.update(latency_figures("e2e", (received - due) * 1e-6))
-    out.update(latency_figures("publish", (source - due) * 1e-6))
-    out.update(latency_figures("dds", (received - source) * 1e-6))
-    out.update(latency_figures("player_late", late * 1e-6))
+    out.update(latencies(stamp, data["source"], received, log_ns, published))
     out.update(reading_counts(final.get("diagnostics", {}), int(published.size)))
     # the node's CPU in each whole second of data (the start-up transient shows in the first)
     second = 1_000_000_000
@@ -468,13 +486,15 @@ def format_row(r: dict) -> str:
     return (f"{r['case']:<11} {r['keyframe_rate']:>6.0f} {r['node_cpu_per_s']:>7.3f} "
             f"{r['estimator_cpu_per_s']:>7.3f} {r['overhead_ratio']:>6.1f} | {r['e2e_p50_ms']:>6.1f} "
             f"{r['e2e_p99_ms']:>6.1f} {r['e2e_max_ms']:>6.1f} | {r['readings_taken']:>7d} "
-            f"{r['dropped']:>5d} {r['lost']:>5d} | {r['player_cpu_per_s']:>7.3f} | "
+            f"{r['dropped']:>5d} {r['lost']:>5d} | {r['player_cpu_per_s']:>7.3f} "
+            f"{r['player_late_p99_ms']:>6.1f} | "
             f"{r['load_before'][0]:>4.1f}->{r['load_after'][0]:<4.1f}")
 
 
 def format_table(results: list[dict]) -> str:
     head = (f"{'case':<11} {'kf Hz':>6} {'node/s':>7} {'est/s':>7} {'ratio':>6} | {'e2e50':>6} "
-            f"{'e2e99':>6} {'e2emax':>6} | {'taken':>7} {'drop':>5} {'lost':>5} | {'player/s':>7} | load")
+            f"{'e2e99':>6} {'e2emax':>6} | {'taken':>7} {'drop':>5} {'lost':>5} | {'player/s':>7} "
+            f"{'late99':>6} | load")
     lines = [head, "-" * len(head)]
     for r in results:
         for run in r.get("runs", [r]):
@@ -489,8 +509,8 @@ EXPLAIN = ("node/s, est/s: CPU seconds per second of data of the node process an
            "e2e: sensor stamp (put on the wall clock by the player's schedule) to the estimate received "
            "by a subscriber process over DDS, ms (p50, p99, max). taken: readings the node queued; "
            "drop: readings it took but did not use; lost: messages published that it never took. "
-           "player/s: the bag player's CPU per second of data. load: the 1-minute load average before "
-           "-> after the case.")
+           "player/s: the bag player's CPU per second of data; late99: its lateness p99, ms (in e2e). "
+           "load: the 1-minute load average before -> after the case.")
 
 
 def run_node_bench(args: argparse.Namespace) -> int:

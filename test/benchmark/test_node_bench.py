@@ -26,6 +26,26 @@ def test_player_schedule_recovers_the_start_and_the_lateness():
         node_bench.player_schedule(published[:4], log)
 
 
+def test_latencies_from_the_players_schedule_and_its_real_sends():
+    """Messages every 1 ms from stamp 0 (log time = stamp); the player starts at wall 10 s and
+    sends the message stamped 2 ms 5 ms late; the estimates stamped 1 and 2 ms are published 3
+    ms after the due time of the 1 ms stamp and 0.5 ms after the late message, received 0.5 ms
+    later."""
+    ms = 1_000_000
+    log = np.arange(4) * ms + 1_000_000_000
+    start = 10_000_000_000
+    published = start + np.arange(4) * ms + np.array([0, 0, 5 * ms, 0])
+    stamp = np.array([1, 2]) * ms + 1_000_000_000
+    source = start + np.array([4 * ms, 7 * ms + ms // 2])
+    received = source + ms // 2
+    f = node_bench.latencies(stamp, source, received, log, published)
+    assert f["e2e_p50_ms"] == pytest.approx(4.75) and f["e2e_max_ms"] == pytest.approx(6.0)
+    assert f["publish_max_ms"] == pytest.approx(5.5) and f["dds_max_ms"] == pytest.approx(0.5)
+    assert f["player_late_max_ms"] == pytest.approx(5.0)
+    # from the real sends: 3.5 ms for the 1 ms estimate, 1 ms after the late 2 ms message
+    assert f["e2e_sent_max_ms"] == pytest.approx(3.5) and f["e2e_sent_mean_ms"] == pytest.approx(2.25)
+
+
 def test_latency_figures():
     f = node_bench.latency_figures("e2e", np.arange(1.0, 101.0))
     assert f["e2e_p50_ms"] == pytest.approx(50.5) and f["e2e_max_ms"] == 100.0
@@ -75,14 +95,16 @@ def _run(case="x", **figures) -> dict:
     r = {"case": case, "keyframe_rate": 200.0, "node_cpu_per_s": 0.5, "estimator_cpu_per_s": 0.05,
          "overhead_ratio": 10.0, "e2e_p50_ms": 2.0, "e2e_p99_ms": 9.0, "e2e_max_ms": 30.0,
          "readings_taken": 3000, "dropped": 0, "lost": 0, "player_cpu_per_s": 0.08,
+         "player_late_p99_ms": 1.0,
          "load_before": [1.0, 1.0, 1.0], "load_after": [1.5, 1.0, 1.0]}
     r.update(figures)
     return r
 
 
 def test_repeated_runs_give_the_median_and_the_worst_counts():
-    runs = [_run(node_cpu_per_s=v, dropped=d, readings_taken=n, load_before=[b, 0, 0], load_after=[b + 1, 0, 0])
-            for v, d, n, b in ((0.3, 0, 2999, 1.0), (0.1, 2, 3000, 2.0), (0.2, 0, 3000, 3.0), (0.4, 0, 2998, 1.0))]
+    figures = ((0.3, 0, 2999, 1.0), (0.1, 2, 3000, 2.0), (0.2, 0, 3000, 3.0), (0.4, 0, 2998, 1.0))
+    runs = [_run(node_cpu_per_s=v, dropped=d, readings_taken=n, load_before=[b, 0, 0],
+                 load_after=[b + 1, 0, 0]) for v, d, n, b in figures]
     r = node_bench.combine_runs(runs)
     assert r["node_cpu_per_s"] == pytest.approx(0.25) and r["dropped"] == 2
     assert r["readings_taken"] == 3000 and isinstance(r["readings_taken"], int)    # a count stays one
@@ -105,8 +127,8 @@ def test_bad_node_options_print_one_line_and_exit_2(argv, message, capsys):
 
 
 KEYS = ("node_cpu_per_s", "estimator_cpu_per_s", "overhead_ratio", "e2e_p50_ms", "e2e_p99_ms",
-        "e2e_max_ms", "dropped", "lost", "readings_taken", "readings_sent", "player_cpu_per_s",
-        "load_before", "load_after")
+        "e2e_max_ms", "e2e_sent_p99_ms", "dropped", "lost", "readings_taken", "readings_sent",
+        "player_cpu_per_s", "load_before", "load_after")
 
 
 @pytest.mark.slow
