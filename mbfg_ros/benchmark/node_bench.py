@@ -270,10 +270,10 @@ def estimator_alone(config: Path, bag: Path) -> dict:
     mech = load_rig(config).mech
     messages = [payload for kind, _, _, payload in BagInput(bag, mech, truth=False).records()
                 if kind == SENSOR]
-    readings = [(r.sensor, r.stamp_ns, r.value) for m in messages for r in m]
-    if not readings:
+    first = next((m[0] for m in messages if m), None)
+    if first is None:
         raise CliError(f"the bag {bag} holds no reading of the config {config}")
-    epoch = (readings[0][1] // 1_000_000_000) * 1_000_000_000
+    epoch = (first.stamp_ns // 1_000_000_000) * 1_000_000_000      # the node's epoch
     est = Estimator(mech, mech.config.estimator)
     add, pop = est.add_sample, est.pop_estimates
     estimates = 0
@@ -285,7 +285,7 @@ def estimator_alone(config: Path, bag: Path) -> dict:
     cpu, wall = time.thread_time() - c0, time.perf_counter() - w0
     timing = est.health.timing
     kf = max(est.health.keyframes, 1)
-    return {"estimator_cpu_s": cpu, "estimator_wall_s": wall, "readings_sent": len(readings),
+    return {"estimator_cpu_s": cpu, "estimator_wall_s": wall, "readings_sent": sum(map(len, messages)),
             "estimator_keyframes": est.health.keyframes, "estimator_estimates": estimates,
             "keyframe_rate": est.cfg.keyframe_rate, "estimator_cpu_ms_per_keyframe": cpu / kf * 1e3,
             "estimator_cpu_p50_ms": timing.cpu.percentile(50),
