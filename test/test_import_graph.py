@@ -21,7 +21,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"intake"}),
     frozenset({"io", "benchmark"}),
     frozenset({"replay", "ros"}),
-    frozenset({"cli", "testing"}),
+    frozenset({"testing"}),
+    frozenset({"cli"}),
 )
 """Lowest first; a module imports its own part, and parts of lower layers only (README "Layout")."""
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Writes the planar benchmark URDFs (urdf/four_bar.urdf, urdf/five_bar.urdf, and the IFToMM
-library's planar problems: urdf/iftomm/a02_n2.urdf, a02_n4.urdf, a03_andrews.urdf).
+"""Writes the planar benchmark URDFs (urdf/four_bar.urdf, urdf/five_bar.urdf), the five-bar
+variant whose motion passes its branch changes (urdf/five_bar_branch.urdf) and the IFToMM
+library's planar problems (urdf/iftomm/a02_n2.urdf, a02_n4.urdf, a03_andrews.urdf).
 
 Uniform rods of the observer benchmark (Sanjurjo et al.; docs/benchmark/README.md): it gives
 the inertia about a rod's end, m L^2 / 3; URDF wants it about the centre of mass, which is
@@ -187,8 +188,21 @@ def main():
                   ("coupler2_joint", "crank2", "coupler2", (0.5, 0))],
                  "Five-bar of the observer benchmark: ground pivots A(0,0), B(3,0); links 0.5 m / 3 kg, "
                  "sqrt(4.25) m / 1 kg, sqrt(10.25) m / 2 kg, 0.5 m / 3 kg. Closed in config/five_bar.yaml.")
+    # the benchmark five-bar with shorter couplers (1.6 m + 1.9 m = 3.5 m, while the crank tips
+    # are 2-4 m apart): the couplers come in line whenever the tips are 3.5 m apart, where the
+    # two assembly branches meet and the swinging linkage changes branch
+    branch = robot("five_bar_branch",
+                   [("crank1", 0.5, 3.0), ("coupler1", 1.6, 1.0), ("crank2", 0.5, 3.0), ("coupler2", 1.9, 2.0)],
+                   [("crank1_joint", "motion_plane", "crank1", (0, 0)),
+                    ("coupler1_joint", "crank1", "coupler1", (0.5, 0)),
+                    ("crank2_joint", "motion_plane", "crank2", (3.0, 0)),
+                    ("coupler2_joint", "crank2", "coupler2", (0.5, 0))],
+                   "Five-bar passing its branch changes: the benchmark five-bar (ground pivots A(0,0), B(3,0), "
+                   "cranks 0.5 m / 3 kg) with couplers 1.6 m / 1 kg and 1.9 m / 2 kg, which come in line "
+                   "when the crank tips are 3.5 m apart. Closed in config/five_bar_branch.yaml.")
     (out / "four_bar.urdf").write_text(four)
     (out / "five_bar.urdf").write_text(five)
+    (out / "five_bar_branch.urdf").write_text(branch)
     (out / "iftomm").mkdir(exist_ok=True)
     for n in (2, 4):
         (out / "iftomm" / f"a02_n{n}.urdf").write_text(n_four_bar(n))

@@ -58,7 +58,8 @@ class Estimator:
                  initial_q: np.ndarray | None = None, initial_v: np.ndarray | None = None,
                  initial_state: np.ndarray | None = None, prior_sigma: np.ndarray | None = None,
                  lagged: bool = False, covariance: bool = False, freeze_gc: bool = True,
-                 step_function: StepFunction | None = None, search: bool = True) -> None:
+                 step_function: StepFunction | None = None, search: bool = True,
+                 local_truncation: bool = True) -> None:
         """``initial_q``/``initial_v`` or ``initial_state`` (a whole first state, layout order):
         where the first run starts instead of the config's assembly, with ``prior_sigma``
         (default the config's prior sigmas). ``lagged``: also the smoothed estimates a lag
@@ -66,7 +67,10 @@ class Estimator:
         ``step_function``: a StepFunction built for the same mechanism and settings (estimators
         of one mechanism share the compiled function; by default it comes from a cache).
         ``search``: on a rig whose DOF positions no encoder reads, pick the start (and the
-        restart of a lost estimate) among several hypotheses (:mod:`.start_search`)."""
+        restart of a lost estimate) among several hypotheses (:mod:`.start_search`).
+        ``local_truncation``: a step refined by Gauss-Newton gets its integration noise raised to
+        its own local truncation (:meth:`.IntegrationNoise.local`); off for the probes that score
+        start hypotheses, which must be held to the model as configured."""
         t_build = time.perf_counter()
         self.mech = mechanism
         self.cfg = cfg = config or mechanism.config.estimator
@@ -82,8 +86,10 @@ class Estimator:
         self.fn = step_function or compiled_step_function(mechanism, cfg, self.lay, self.h)
         self._check = self.fn.step.fresh()             # the divergence test's own buffers
         self.layout = self.fn.layout
-        self.linearizer = StepLinearizer(self.fn, cfg, self.health)
-        self.relinearizer = Relinearizer(cfg, self.lay.n)
+        self.integration = IntegrationNoise(self.lay.n, self.h, *self.layout.integration_default)
+        self.linearizer = StepLinearizer(self.fn, cfg, self.health,
+                                         self.integration if local_truncation else None)
+        self.relinearizer = Relinearizer(cfg, self.lay.n, mechanism.dependent)
         self.measuring = [SensorStream(res.name, res.kind, res.index, res.dim) for res in self.fn.residuals]
         streams = self.measuring + [SensorStream(COMMAND_PREFIX + name, "command", mechanism.index[name], 1)
                                     for name in mechanism.known_input_joints]
@@ -94,7 +100,6 @@ class Estimator:
         self._p[:] = self.layout.empty_parameters()
         for i, s in enumerate(self.measuring):
             s.slot = i                                 # its block in the step parameters
-        self.integration = IntegrationNoise(self.lay.n, self.h, *self.layout.integration_default)
         self.inbox = StepInbox(self.layout, self.measuring,
                                ahead=max(64, int(math.ceil(4 * cfg.sensor_wait * cfg.keyframe_rate)) + 8))
         self.transition = transition_matrix(self.lay, self.h)
@@ -316,7 +321,10 @@ class Estimator:
         self._next_key = k + 1
         sch.mark_closed(k)
         try:
-            r, J0, J1, x1 = self.linearizer.refine(x_prev, x_pred, (self.x_start, self.prior_sigma))
+            r, J0, J1, x1 = self.linearizer.refine(x_prev, x_pred, (self.x_start, self.prior_sigma),
+                                                   self.states.get(k - 2))
+            if self.mech.m and not first:
+                self.relinearizer.threshold.observe(J1[self.layout.phi, :self.lay.n])
             rms = math.sqrt(float(r @ r) / r.size)
             if rms > self.cfg.divergence_threshold:
                 raise SolverFailure(f"diverging: whitened residual RMS {rms:.3g} at keyframe {k}")

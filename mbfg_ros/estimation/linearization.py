@@ -7,7 +7,10 @@ misses the equations of motion by more than :data:`GN_TRIGGER` sigmas (RMS), or 
 down-weighted there, up to ``gauss_newton_adaptive`` local Gauss-Newton steps (x_{k-1} fixed)
 refine it first, each kept only if it lowers the step's cost: at a jerk the prediction misses,
 and the robust kernel, judging the readings there, would down-weight the very readings that show
-the change. No ROS.
+the change. A refined step's integration sigmas are raised to the local truncation its refined
+keyframe shows (:meth:`.IntegrationNoise.local`: at a dead centre the acceleration reverses
+within a step or two, thirty times what the noise over the last 0.1 s says), so that the
+readings there move the keyframe instead of being taken for outliers. No ROS.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import math
 import numpy as np
 import scipy.linalg
 
+from mbfg_ros.estimation.integration_noise import IntegrationNoise
 from mbfg_ros.estimation.outputs import Health
 from mbfg_ros.estimation.start_state import prior_rows
 from mbfg_ros.estimation.step_function import LinearizationError, StepFunction
@@ -31,8 +35,12 @@ gyro-only slider-crank at 1 kHz: the prediction misses by 8.6 sigma at the media
 class StepLinearizer:
     """Rows and Jacobians of the steps of one estimator (its step function ``fn``)."""
 
-    def __init__(self, fn: StepFunction, cfg: EstimatorConfig, health: Health) -> None:
+    def __init__(self, fn: StepFunction, cfg: EstimatorConfig, health: Health,
+                 integration: IntegrationNoise | None = None) -> None:
+        """``integration``: the estimator's integration noise, whose local truncation a refined
+        step's sigmas are raised to (None: they stay as bound)."""
         self.fn = fn
+        self.integration = integration
         self.layout = fn.layout
         self.cfg = cfg
         self.health = health
@@ -56,16 +64,20 @@ class StepLinearizer:
             return r.copy(), J0.copy(), J1.copy()
         return r, J0, J1
 
-    def refine(self, x0: np.ndarray | None, x1: np.ndarray, prior: tuple[np.ndarray, np.ndarray]):
+    def refine(self, x0: np.ndarray | None, x1: np.ndarray, prior: tuple[np.ndarray, np.ndarray],
+               x_before: np.ndarray | None = None):
         """The newest step linearised at x1 refined with x0 fixed (the step's bound parameters):
         ``gauss_newton_iterations`` always, up to ``gauss_newton_adaptive`` more while the point
-        is poor (:meth:`poor_point`; an adaptive step that does not lower the cost is undone).
+        is poor (:meth:`poor_point`; an adaptive step that does not lower the cost is undone);
+        ``x_before``: the state before x0 (None if there is none), for the local truncation.
         Returns the final linearisation (r, J0, J1; views) and x1."""
         iterations = self.cfg.gauss_newton_iterations
         extra = 0 if x0 is None else self.cfg.gauss_newton_adaptive
         done = 0
         r, J0, J1 = self.linearize(x0, x1, None, prior, copy=False)
         while done < iterations or (done < iterations + extra and self.poor_point(r)):
+            if done and x0 is not None and self._raise_to_local_truncation(x_before, x0, x1):
+                r, J0, J1 = self.linearize(x0, x1, None, prior, copy=False)
             cost = float(r @ r)
             dx = scipy.linalg.lstsq(J1, -r, lapack_driver="gelsy", check_finite=False)[0]
             if not math.isfinite(dx.sum()):
@@ -79,6 +91,21 @@ class StepLinearizer:
             done += 1
             self.health.gauss_newton_iterations += 1
         return r, J0, J1, x1
+
+    def _raise_to_local_truncation(self, x_before: np.ndarray | None, x0: np.ndarray,
+                                   x1: np.ndarray) -> bool:
+        """Raise the step's bound integration sigmas to the local truncation its refined
+        keyframe x1 shows; whether any was raised."""
+        if self.integration is None:
+            return False
+        A = self.fn.lay.A
+        local = self.integration.local(None if x_before is None else x_before[A], x0[A], x1[A])
+        sig = self.fn.step.p[self.layout.integration]
+        if not np.any(local > sig):
+            return False
+        np.maximum(sig, local, out=sig)
+        self.health.integration_raises += 1
+        return True
 
     def poor_point(self, r: np.ndarray) -> bool:
         """Whether the step just linearised sits at a poor point: its equations-of-motion rows'

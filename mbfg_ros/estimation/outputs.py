@@ -130,6 +130,7 @@ class Health:
     closure_residual: float = 0.0          # max |Phi| at the newest estimate (m or rad)
     relinearizations: int = 0
     gauss_newton_iterations: int = 0       # adaptive refinements of the newest keyframe
+    integration_raises: int = 0            # of them, steps whose integration noise rose to their local truncation
     unknown_sensor: int = 0
     divergence: DivergenceMonitor = field(default_factory=DivergenceMonitor)   # rolling innovation test
     reinitialisations: int = 0             # restarts from the encoders (or the start hypotheses) after a divergence

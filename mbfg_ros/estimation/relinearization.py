@@ -13,7 +13,11 @@ four-bar), so a step deep in the window costs milliseconds.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
+
+from mbfg_ros.model.assembly import RANK_TOLERANCE
 
 
 class StepRecords:
@@ -109,6 +113,64 @@ def select_steps(rec: StepRecords, keys: list[int], X: np.ndarray, n: int, th: f
     return [int(k) for k in ks[cand[:budget]]]
 
 
+NEAR_SINGULAR_MARGIN = 2.0
+"""The relinearization threshold is lowered where the closures' Jacobian block on the dependent
+coordinates is worse conditioned than this many times the best conditioning the run has seen."""
+NEAR_SINGULAR_FLOOR = 1e-4
+"""rad or m: ... but not below this (what the branch five-bar needed everywhere; a configured
+threshold below it is kept)."""
+
+
+class SingularityThreshold:
+    """The relinearization threshold near singular poses.
+
+    The closure rows are held to micrometres (``noise.closure_*``), so their linearisation error
+    is several sigmas whenever a keyframe has moved a millirad from where its step was linearised;
+    far from a singular pose the dependent coordinates absorb it for nothing. Near one (two
+    links in line, where two assembly branches meet) the Jacobian block of the dependent
+    coordinates loses rank, the error lands on the DOF instead, and the covariance (from the
+    stale linearisation) claims too much: on a five-bar whose motion passes its branch changes
+    (config/five_bar_branch.yaml) the DOF position errors were 1.2-1.3 times their published
+    sigmas RMS, 1.6-2.2 within |sin| < 0.4 of the couplers' alignment. So the threshold is divided
+    by the square of how much worse conditioned the newest keyframe's block is than
+    NEAR_SINGULAR_MARGIN times the best seen in the run (a ratio: the block's columns mix rad and
+    m, so no absolute condition number means the same on every rig), down to
+    NEAR_SINGULAR_FLOOR. Measured there (10 s): 0.95 / 0.83 and 2.9 / 2.8 mrad to 2.5 / 2.2 (as
+    with 1e-4 everywhere) at 7 times the relinearisations of 3e-3 instead of 44 times; a rig that
+    stays well conditioned is unchanged (the condition number costs one SVD of the block per
+    keyframe)."""
+
+    def __init__(self, threshold: float, dependent: np.ndarray) -> None:
+        """``threshold``: the configured ``relinearize_threshold``; ``dependent``: the columns
+        of the coordinates the DOF do not list (``Mechanism.dependent``)."""
+        self.threshold = threshold
+        self.dependent = np.asarray(dependent, int)
+        self.rank: int | None = None         # the block's largest rank seen (its generic rank)
+        self.best = math.inf                 # the best condition number seen
+        self.condition = 1.0                 # the newest keyframe's
+
+    def observe(self, phi_q: np.ndarray) -> None:
+        """The closure rows' Jacobian with respect to q (m, n; any row scale) at the newest
+        keyframe."""
+        s = np.linalg.svd(phi_q[:, self.dependent], compute_uv=False)
+        if not (s.size and np.all(np.isfinite(s)) and s[0] > 0.0):
+            return
+        r = int(np.sum(s > RANK_TOLERANCE * s[0]))
+        if self.rank is None or r > self.rank:   # (a run that starts near a singular pose)
+            self.rank, self.best = r, math.inf
+        self.condition = float(s[0] / s[self.rank - 1]) if s[self.rank - 1] > 0.0 else math.inf
+        if self.condition < self.best:
+            self.best = self.condition
+
+    @property
+    def value(self) -> float:
+        """The relinearization threshold for the newest keyframe (rad or m)."""
+        ratio = self.condition / (NEAR_SINGULAR_MARGIN * self.best)
+        if not ratio > 1.0:
+            return self.threshold
+        return max(min(self.threshold, NEAR_SINGULAR_FLOOR), self.threshold / (ratio * ratio))
+
+
 SCAN_PERIOD = 0.05             # s between deep relinearization passes while converging,
 QUIET_SCAN_PERIOD = 1.0        # and while tracking (after QUIET_PASSES deep passes found no work;
 QUIET_PASSES = 3               # a pass that finds work makes it converging again)
@@ -123,10 +185,13 @@ class Relinearizer:
     found nothing QUIET_PASSES times in a row. A deep pass that moved the newest keyframe again
     is followed by one that relinearises the newest step alone (cheap)."""
 
-    def __init__(self, cfg, n: int) -> None:
-        """``cfg``: the EstimatorConfig; ``n``: coordinates."""
+    def __init__(self, cfg, n: int, dependent: np.ndarray) -> None:
+        """``cfg``: the EstimatorConfig; ``n``: coordinates; ``dependent``: the columns of the
+        coordinates the DOF do not list (the threshold falls near singular poses:
+        :class:`SingularityThreshold`)."""
         self.cfg = cfg
         self.n = n
+        self.threshold = SingularityThreshold(cfg.relinearize_threshold, dependent)
         rate = cfg.keyframe_rate
         self.scan_every = max(10, int(round(SCAN_PERIOD * rate)))
         # (odd, so that quiet passes seldom fall on a keyframe that also marginalises)
@@ -147,7 +212,7 @@ class Relinearizer:
         budget = cfg.relinearize_budget
         if budget <= 0 or len(sm) < 2:
             return None
-        n, th = self.n, cfg.relinearize_threshold
+        n, th = self.n, self.threshold.value
         vth = cfg.relinearize_velocity_factor * th
         self.count += 1
         converging = self.quiet_passes < QUIET_PASSES

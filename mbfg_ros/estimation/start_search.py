@@ -252,7 +252,8 @@ class StartSearch:
         sig[lay.Q] = PROBE_SIGMA_POSITION
         sig[lay.V] = PROBE_SIGMA_VELOCITY
         probe = type(est)(self.mech, est.cfg, initial_state=h.x, prior_sigma=sig, freeze_gc=False,
-                          step_function=est.fn.fresh(), search=False)
+                          step_function=est.fn.fresh(), search=False,
+                          local_truncation=False)
         feed = sorted([(s.name, stamp, value) for s, stamp, value in readings] + list(commands), key=lambda r: r[1])
         try:
             for name, stamp, value in feed:
