@@ -15,7 +15,9 @@ setup(
         (f"share/{PACKAGE}", ["package.xml", "LICENSE"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.rviz")),
+        (f"share/{PACKAGE}/config/iftomm", glob("config/iftomm/*.yaml")),
         (f"share/{PACKAGE}/urdf", glob("urdf/*.urdf")),
+        (f"share/{PACKAGE}/urdf/iftomm", glob("urdf/iftomm/*.urdf")),
     ],
     install_requires=["setuptools"],
     # colcon test runs pytest (instead of unittest, which finds nothing here) when the package

@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Writes the planar benchmark URDFs (urdf/four_bar.urdf, urdf/five_bar.urdf).
+"""Writes the planar benchmark URDFs (urdf/four_bar.urdf, urdf/five_bar.urdf), the five-bar
+variant whose motion passes its branch changes (urdf/five_bar_branch.urdf) and the IFToMM
+library's planar problems (urdf/iftomm/a02_n2.urdf, a02_n4.urdf, a03_andrews.urdf).
 
 Uniform rods of the observer benchmark (Sanjurjo et al.; docs/benchmark/README.md): it gives
 the inertia about a rod's end, m L^2 / 3; URDF wants it about the centre of mass, which is
@@ -8,6 +10,16 @@ Rods lie in the x-y plane of the link ``motion_plane`` and turn about its z. REP
 ``motion_plane`` hangs from ``world`` by a fixed joint turning it +90 deg about x, so the linkage
 moves in the world's vertical x-z plane (the plane's y is the world's z, its normal the world's
 -y) and the configs give gravity as [0, 0, -9.81]. Run from the repository root to regenerate.
+
+IFToMM multibody benchmark library (Gonzalez, Dopico, Lugris, Cuadrado 2006; config/iftomm/):
+
+- A02, N-four-bar: N + 1 vertical cranks of 1 m / 1 kg pinned to the ground at A_i = (i, 0) and
+  N horizontal couplers of 1 m / 1 kg; coupler i hangs from crank i - 1's tip B_{i-1} and is
+  pinned to crank i's tip B_i by a closure. The library's y (up) is the plane's y.
+- A03, Andrews' squeezer (Hairer & Wanner, Solving ODE II, VII.7; the IFToMM library's problem
+  with the same data): seven bodies with the test set's masses, centres of mass and centroidal
+  inertias; the joint coordinates are the test set's (beta, Theta, gamma, Phi, delta, Omega,
+  epsilon), so its reference solution compares joint by joint.
 """
 import math
 from pathlib import Path
@@ -16,48 +28,146 @@ THIN = 1e-6  # inertia about the rod's own axis (kg m^2): a thin rod
 
 
 def rod(name, length, mass):
+    """A uniform rod along local x from the link's origin."""
     i = mass * length ** 2 / 12.0
+    return body(name, mass, (length / 2, 0.0), i, i, ((0.0, 0.0), (length, 0.0)),
+                0.02 * max(1.0, length / 2))
+
+
+def body(name, mass, com, iyy, izz, segment, radius):
+    """A planar body: mass (kg) at ``com`` (x, y in the link frame, m), centroidal inertia izz
+    about the plane's normal and iyy (THIN about local x, or izz / 10 if smaller), drawn as a cylinder of ``radius``
+    along ``segment`` ((x0, y0), (x1, y1))."""
+    (x0, y0), (x1, y1) = segment
+    length = math.hypot(x1 - x0, y1 - y0)
+    yaw = math.atan2(y1 - y0, x1 - x0)
+    return link_xml(name, f"{_num(com[0])} {_num(com[1])} 0", mass, (f"{min(THIN, izz / 10):.6g}", repr(iyy), repr(izz)),
+                    f'xyz="{_num((x0 + x1) / 2)} {_num((y0 + y1) / 2)} 0" rpy="0 1.5707963267948966 {_num(yaw)}"',
+                    f'<cylinder radius="{radius:.4g}" length="{length!r}"/>')
+
+
+def link_xml(name, com, mass, inertia, visual_origin, geometry):
+    """A URDF link: ``com`` the inertial origin's xyz text, ``inertia`` the (ixx, iyy, izz)
+    texts about it, ``visual_origin`` the visual's origin attributes, ``geometry`` its element."""
+    ixx, iyy, izz = inertia
     return f"""  <link name="{name}">
     <inertial>
-      <origin xyz="{length / 2!r} 0 0" rpy="0 0 0"/>
+      <origin xyz="{com}" rpy="0 0 0"/>
       <mass value="{mass!r}"/>
-      <inertia ixx="{THIN}" ixy="0" ixz="0" iyy="{i!r}" iyz="0" izz="{i!r}"/>
+      <inertia ixx="{ixx}" ixy="0" ixz="0" iyy="{iyy}" iyz="0" izz="{izz}"/>
     </inertial>
     <visual>
-      <origin xyz="{length / 2!r} 0 0" rpy="0 1.5707963267948966 0"/>
-      <geometry><cylinder radius="{0.02 * max(1.0, length / 2):.4g}" length="{length!r}"/></geometry>
+      <origin {visual_origin}/>
+      <geometry>{geometry}</geometry>
     </visual>
   </link>
 """
 
 
 def joint(name, parent, child, xyz):
+    """A continuous joint about the plane's normal at ``xyz`` (x, y) in the parent."""
+    return joint_xml(name, parent, child, f"{xyz[0]!r} {xyz[1]!r} 0", "0 0 1")
+
+
+def joint_xml(name, parent, child, origin, axis):
+    """A continuous URDF joint: ``origin`` and ``axis`` are the xyz texts."""
     return f"""  <joint name="{name}" type="continuous">
     <parent link="{parent}"/>
     <child link="{child}"/>
-    <origin xyz="{xyz[0]!r} {xyz[1]!r} 0" rpy="0 0 0"/>
-    <axis xyz="0 0 1"/>
+    <origin xyz="{origin}" rpy="0 0 0"/>
+    <axis xyz="{axis}"/>
   </joint>
 """
 
 
-def robot(name, rods, joints, comment):
-    body = "".join(rod(*r) for r in rods) + "".join(joint(*j) for j in joints)
+ROD_NOTE = ("uniform rods along local x, centre-of-mass inertia\n     m L^2 / 12 (the benchmark's "
+            "about-the-end m L^2 / 3 moved to the centre of mass)")
+
+
+def robot(name, rods, joints, comment, bodies=(), note=ROD_NOTE):
+    links = "".join(rod(*r) for r in rods) + "".join(bodies)
+    return _document(name, links + "".join(joint(*j) for j in joints), comment, note)
+
+
+def _num(x):
+    """A coordinate as the URDF text writes it: 0 for zero, else the shortest repr."""
+    return "0" if x == 0 else repr(float(x))
+
+
+def _document(name, body, comment, note):
+    return hung_robot(name, "motion_plane", f"""{comment}
+     Generated by tools/make_planar_urdf.py: {note}. The linkage
+     moves in the x-y plane of motion_plane, which is the world's vertical x-z plane (REP 103: z up).""", body)
+
+
+def hung_robot(name, frame, comment, body):
+    """A URDF whose links hang from ``frame``, a link turned +90 deg about the world's x (so the
+    frame's y is the world's z: a y-up benchmark under REP 103)."""
     return f"""<?xml version="1.0"?>
-<!-- {comment}
-     Generated by tools/make_planar_urdf.py: uniform rods along local x, centre-of-mass inertia
-     m L^2 / 12 (the benchmark's about-the-end m L^2 / 3 moved to the centre of mass). The linkage
-     moves in the x-y plane of motion_plane, which is the world's vertical x-z plane (REP 103: z up). -->
+<!-- {comment} -->
 <robot name="{name}">
   <link name="world"/>
-  <link name="motion_plane"/>
-  <joint name="world_to_motion_plane" type="fixed">
+  <link name="{frame}"/>
+  <joint name="world_to_{frame}" type="fixed">
     <parent link="world"/>
-    <child link="motion_plane"/>
+    <child link="{frame}"/>
     <origin xyz="0 0 0" rpy="1.5707963267948966 0 0"/>
   </joint>
 {body}</robot>
 """
+
+
+def n_four_bar(n):
+    """IFToMM A02 with ``n`` windows: cranks crank0..crank<n>, couplers coupler1..coupler<n>."""
+    rods = [(f"crank{i}", 1.0, 1.0) for i in range(n + 1)] + [(f"coupler{i}", 1.0, 1.0) for i in range(1, n + 1)]
+    joints = [(f"crank{i}_joint", "motion_plane", f"crank{i}", (float(i), 0.0)) for i in range(n + 1)]
+    joints += [(f"coupler{i}_joint", f"crank{i - 1}", f"coupler{i}", (1.0, 0.0)) for i in range(1, n + 1)]
+    return robot(f"a02_n{n}", rods, joints,
+                 f"IFToMM benchmark A02, N-four-bar with N = {n}: cranks of 1 m / 1 kg pinned to the ground at "
+                 f"A_i = (i, 0), i = 0..{n}; couplers of 1 m / 1 kg, coupler i from crank i-1's tip B_(i-1) "
+                 "to crank i's tip B_i (closed in config/iftomm/).")
+
+
+# Andrews' squeezer: the test set's data (Hairer & Wanner; Mazzia and Magherini's IVP test set)
+ANDREWS = dict(m=(0.04325, 0.00365, 0.02373, 0.00706, 0.07050, 0.00706, 0.05498),
+               i=(2.194e-6, 4.410e-7, 5.255e-6, 5.667e-7, 1.169e-5, 5.667e-7, 1.912e-5),
+               A=(-0.06934, -0.00227), B=(-0.03635, 0.03273),
+               d=28e-3, da=115e-4, e=2e-2, ea=1421e-5, rr=7e-3, ra=92e-5, ss=35e-3, sa=1874e-5,
+               sb=1043e-5, sc=18e-3, sd=2e-2, ta=2308e-5, tb=916e-5, u=4e-2, ua=1228e-5, ub=449e-5,
+               zf=2e-2, zt=4e-2, fa=1421e-5)
+
+
+def andrews():
+    """IFToMM A03 / Andrews' squeezer. Bodies (frame origin, angle) with the test set's
+    coordinates: crank OF (O, beta), rod FE (F, beta + Theta; E at (-d, 0)), triangle BDE
+    (B, gamma; D at (sd, -sc), E at (0, -ss)), AG (A, delta; G at (zt, 0)), GE (G, delta + Phi;
+    E at (0, -e)), AH (A, epsilon; H at (0, -u)), HE (H, epsilon + Omega; E at (zf, 0))."""
+    a = ANDREWS
+    m, i = a["m"], a["i"]
+    r = 0.0005
+    bodies = [
+        body("crank_of", m[0], (a["ra"], 0.0), i[0], i[0], ((0, 0), (a["rr"], 0)), r),
+        body("rod_fe", m[1], (-a["da"], 0.0), i[1], i[1], ((0, 0), (-a["d"], 0)), r),
+        body("triangle_bde", m[2], (a["sb"], -a["sa"]), i[2], i[2], ((0, 0), (0, -a["ss"])), r),
+        body("link_ge", m[3], (0.0, -(a["e"] - a["ea"])), i[3], i[3], ((0, 0), (0, -a["e"])), r),
+        body("link_ag", m[4], (a["ta"], a["tb"]), i[4], i[4], ((0, 0), (a["zt"], 0)), r),
+        body("link_he", m[5], (a["zf"] - a["fa"], 0.0), i[5], i[5], ((0, 0), (a["zf"], 0)), r),
+        body("link_ah", m[6], (a["ub"], -a["ua"]), i[6], i[6], ((0, 0), (0, -a["u"])), r),
+    ]
+    joints = [("beta", "motion_plane", "crank_of", (0.0, 0.0)),
+              ("theta", "crank_of", "rod_fe", (a["rr"], 0.0)),
+              ("gamma", "motion_plane", "triangle_bde", a["B"]),
+              ("delta", "motion_plane", "link_ag", a["A"]),
+              ("phi", "link_ag", "link_ge", (a["zt"], 0.0)),
+              ("epsilon", "motion_plane", "link_ah", a["A"]),
+              ("omega", "link_ah", "link_he", (0.0, -a["u"]))]
+    return robot("a03_andrews", [], joints,
+                 "IFToMM benchmark A03, Andrews' squeezer (Hairer and Wanner's data, no gravity): seven "
+                 "bodies, joint coordinates beta, theta, gamma, phi, delta, omega, epsilon as in the test "
+                 "set; the three pins at E and the spring D-C are in config/iftomm/. Body AH's centre of "
+                 "mass is at (ub, -ua) from A (its direction does not enter the dynamics: AH turns about "
+                 "the fixed A).", bodies,
+                 note="planar bodies with the test set's centres of mass and centroidal inertias izz")
 
 
 def main():
@@ -78,8 +188,25 @@ def main():
                   ("coupler2_joint", "crank2", "coupler2", (0.5, 0))],
                  "Five-bar of the observer benchmark: ground pivots A(0,0), B(3,0); links 0.5 m / 3 kg, "
                  "sqrt(4.25) m / 1 kg, sqrt(10.25) m / 2 kg, 0.5 m / 3 kg. Closed in config/five_bar.yaml.")
+    # the benchmark five-bar with shorter couplers (1.6 m + 1.9 m = 3.5 m, while the crank tips
+    # are 2-4 m apart): the couplers come in line whenever the tips are 3.5 m apart, where the
+    # two assembly branches meet and the swinging linkage changes branch
+    branch = robot("five_bar_branch",
+                   [("crank1", 0.5, 3.0), ("coupler1", 1.6, 1.0), ("crank2", 0.5, 3.0), ("coupler2", 1.9, 2.0)],
+                   [("crank1_joint", "motion_plane", "crank1", (0, 0)),
+                    ("coupler1_joint", "crank1", "coupler1", (0.5, 0)),
+                    ("crank2_joint", "motion_plane", "crank2", (3.0, 0)),
+                    ("coupler2_joint", "crank2", "coupler2", (0.5, 0))],
+                   "Five-bar passing its branch changes: the benchmark five-bar (ground pivots A(0,0), B(3,0), "
+                   "cranks 0.5 m / 3 kg) with couplers 1.6 m / 1 kg and 1.9 m / 2 kg, which come in line "
+                   "when the crank tips are 3.5 m apart. Closed in config/five_bar_branch.yaml.")
     (out / "four_bar.urdf").write_text(four)
     (out / "five_bar.urdf").write_text(five)
+    (out / "five_bar_branch.urdf").write_text(branch)
+    (out / "iftomm").mkdir(exist_ok=True)
+    for n in (2, 4):
+        (out / "iftomm" / f"a02_n{n}.urdf").write_text(n_four_bar(n))
+    (out / "iftomm" / "a03_andrews.urdf").write_text(andrews())
 
 
 if __name__ == "__main__":

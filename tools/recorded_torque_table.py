@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mbfg_ros.benchmark.effort_scoring import METHODS, score_recorded_run  # noqa: E402
+from mbfg_ros.benchmark.effort_scoring import METHODS  # noqa: E402
+from mbfg_ros.replay.recorded_torque import score_recorded_run  # noqa: E402
 from mbfg_ros.io.log_map import load_log_map  # noqa: E402
 from mbfg_ros.model.validation import load_rig  # noqa: E402
 

@@ -10,17 +10,16 @@ method to beat: inverse dynamics of the same model on filtered encoder positions
 - :func:`inverse_dynamics_effort`: the effort the model needs for (q, v, a): pinocchio's RNEA
   (the joints' armature included) plus the config's friction and offsets: tau = M a + h + F(v) + o.
 - :func:`normalised_rmse`: RMSE(estimate - recorded) / RMS(recorded): 1.0 is what an estimate
-  of zero scores, 0 a perfect one;
-- :func:`score_recorded_run`: a log imported (``mbfg import``), replayed filtered and lagged, and
-  both estimates and both baselines scored against the log's recorded torque columns.
+  of zero scores, 0 a perfect one.
+
+:func:`mbfg_ros.replay.recorded_torque.score_recorded_run` replays a recorded log and scores
+the estimates and these baselines against its recorded torque.
 
 Units: s, rad (or m), N m (or N).
 """
 from __future__ import annotations
 
-import tempfile
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 import numpy as np
 import pinocchio as pin
@@ -28,7 +27,7 @@ import pinocchio as pin
 from mbfg_ros.model.mechanism import Mechanism
 
 METHODS = ("filtered", "lagged", "causal_baseline", "zero_phase_baseline")
-"""What :func:`score_recorded_run` scores: the estimator's newest estimate, its smoothed (lagged)
+"""What :func:`~mbfg_ros.replay.recorded_torque.score_recorded_run` scores: the estimator's newest estimate, its smoothed (lagged)
 one, the causal and the zero-phase inverse-dynamics baselines."""
 
 CAUSAL_WINDOW = 31
@@ -109,78 +108,3 @@ def normalised_rmse(estimate: np.ndarray, recorded: np.ndarray) -> np.ndarray:
     e, r = np.atleast_2d(np.asarray(estimate, float).T).T, np.atleast_2d(np.asarray(recorded, float).T).T
     ok = np.all(np.isfinite(e) & np.isfinite(r), axis=1)
     return np.sqrt(np.mean((e[ok] - r[ok]) ** 2, axis=0) / np.mean(r[ok] ** 2, axis=0))
-
-
-@dataclass
-class RecordedRunScore:
-    """Normalised RMSE per method (:data:`METHODS`) and driven joint (``joints``) over ``span``
-    (s of log time scored: from ``skip`` after the first reading to the last), the recorded
-    torque's RMS (N m or N), the seconds each sensor was flagged diverged in the filtered replay,
-    and the encoder residuals' RMS at the filtered estimate (sigmas)."""
-    joints: list[str]
-    scores: dict[str, np.ndarray]
-    recorded_rms: np.ndarray
-    span: float
-    diverged: dict[str, float] = field(default_factory=dict)
-    residual_sigmas: dict[str, float] = field(default_factory=dict)
-
-
-def score_recorded_run(log: str | Path, log_map, mech: Mechanism, torque_columns: dict[str, str],
-                       skip: float = 1.0) -> RecordedRunScore:
-    """Import ``log`` with ``log_map`` (a :class:`~mbfg_ros.io.log_map.LogMap`) into a temporary
-    bag, replay it filtered and lagged with ``mech``'s config, and score the estimated effort of
-    each joint of ``torque_columns`` {joint: the log's recorded torque column} against it, beside
-    the baselines on the imported encoder positions (every DOF needs an encoder in the map).
-    Each estimate is compared at its own keyframe stamps, the baselines at the filtered ones (the
-    recorded torque and the baselines interpolated linearly from the log's rows)."""
-    from mbfg_ros.io.log_import import channel_values, check_log_map, log_samples, row_stamps, write_log_bag
-    from mbfg_ros.io.log_map import ChannelColumns
-    from mbfg_ros.io.log_tables import read_log_table
-    from mbfg_ros.replay.residuals import sensor_residuals
-    from mbfg_ros.replay.session import ReplayOptions, replay_bag
-
-    table = read_log_table(log, log_map.delimiter)
-    result = log_samples(table, log_map, mech)
-    ns, valid = row_stamps(table, log_map)
-    t_rows = (ns[valid] - result.epoch_ns) / 1e9
-    q_rows = np.full((t_rows.size, mech.n), np.nan)
-    for kind, ch in check_log_map(log_map, mech):
-        if kind == "encoder":
-            joint = next(e.config.joint for e in mech.encoders if e.config.name == ch.channel)
-            q_rows[:, mech.index[joint]] = channel_values(table, ch, ns.size)[valid, 0]
-    joints = list(torque_columns)
-    idx = [mech.index[j] for j in joints]
-    recorded = np.column_stack([channel_values(table, ChannelColumns(j, (torque_columns[j],), (0,), 1.0, 0.0, j),
-                                               ns.size)[valid, 0] for j in joints])
-    estimates = {}
-    with tempfile.TemporaryDirectory(prefix="mbfg-score-") as tmp:
-        bag = Path(tmp) / "bag"
-        write_log_bag(result, mech, bag)
-        for method in ("filtered", "lagged"):
-            res = replay_bag(bag, mech, ReplayOptions(lagged=method == "lagged"))
-            t = res.estimates.t + (res.epoch_ns - result.epoch_ns) / 1e9
-            estimates[method] = (t, res.estimates.effort[:, idx])
-            if method == "filtered":
-                last = float(res.estimates.t[-1])
-                diverged = {s.config.name: sum((last if p.end is None else p.end) - p.start
-                                               for p in res.health.divergence.periods if p.sensor == s.config.name)
-                            for s in mech.encoders}
-                sigmas = {k: float(np.sqrt(np.mean(np.square(r.r / r.sigma)))) for k, r in
-                          sensor_residuals(mech, res.layout, res.estimates, res.samples).items()}
-    start, end = t_rows[0] + skip, t_rows[-1]
-
-    def interpolated(t_at, t, y):
-        return np.column_stack([np.interp(t_at, t, y[:, k], left=np.nan, right=np.nan) for k in range(y.shape[1])])
-
-    scores = {}
-    for method, (t, effort) in estimates.items():            # each estimate at its own keyframes
-        keep = (t >= start) & (t <= end)
-        scores[method] = normalised_rmse(effort[keep], interpolated(t[keep], t_rows, recorded))
-    t_key = estimates["filtered"][0]
-    t_key = t_key[(t_key >= start) & (t_key <= end)]
-    reference = interpolated(t_key, t_rows, recorded)
-    for name, causal in (("causal_baseline", True), ("zero_phase_baseline", False)):
-        effort = baseline_effort(mech, t_rows, q_rows, causal)[:, idx]
-        scores[name] = normalised_rmse(interpolated(t_key, t_rows, effort), reference)
-    return RecordedRunScore(joints, scores, np.sqrt(np.nanmean(reference ** 2, axis=0)),
-                            float(t_key[-1] - t_key[0]) if t_key.size else 0.0, diverged, sigmas)

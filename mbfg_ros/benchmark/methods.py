@@ -37,7 +37,7 @@ from mbfg_ros.benchmark.observers.error_ekf import ErrorEKF
 from mbfg_ros.benchmark.observers.independent_model import IndependentModel
 from mbfg_ros.benchmark.observers.observer import run_observer
 from mbfg_ros.benchmark.observers.ukf import UKF
-from mbfg_ros.estimation.batch import smooth_recording
+from mbfg_ros.estimation.reference import reference_smoothing
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.sim.sensors import Sample
@@ -197,9 +197,9 @@ def _run_mbfg(data: RunData, estimate_gravity: bool, cfg=None) -> dict[str, Trac
 def _run_batch(data: RunData) -> Track:
     cfg = estimator_config(data.model, False, data.dt, data.dynamics_noise)
     t0 = time.process_time()
-    result = smooth_recording(data.model, [(s.sensor, s.stamp, s.value) for s in data.samples], cfg)
+    result = reference_smoothing(data.model, [(s.sensor, s.stamp, s.value) for s in data.samples], cfg)
     cpu = time.process_time() - t0
-    r = result.result
-    info = {"iterations": r.iterations, "converged": bool(r.converged), "cost": r.cost,
-            "initial_cost": r.initial_cost, "dynamics_noise": cfg.noise.dynamics}
+    w = result.result.windows[0]
+    info = {"iterations": w.iterations, "converged": bool(w.converged), "cost": w.cost,
+            "initial_cost": w.initial_cost, "dynamics_noise": cfg.noise.dynamics}
     return _track_from_estimates(result.estimates, data, cpu, info)

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
 def _bag_speed(args: argparse.Namespace, facts: dict) -> None:
     """facts["bag_speed"]: the recording's top DOF speed and the keyframe rate it needs."""
     from mbfg_ros.model.mechanism import load_mechanism
-    from mbfg_ros.model.speed import needed_keyframe_rate, rad_per_keyframe, top_speed_from_bag
+    from mbfg_ros.model.speed import needed_keyframe_rate, rad_per_keyframe
+    from mbfg_ros.replay.recording_speed import top_speed_from_bag
     mech = load_mechanism(args.config)
     b = top_speed_from_bag(mech, args.bag)
     rate = mech.config.estimator.keyframe_rate

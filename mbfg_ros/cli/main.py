@@ -34,7 +34,7 @@ HELP = {
     "tune": "estimate the noise settings from a recording (no ground truth) and write a tuned config",
     "identify": "estimate the rig's constant parameters (inertias, friction, armature, offsets, sensor "
                 "calibration) from a recording and write an identified config and URDF",
-    "benchmark": "accuracy against the Kalman observers (--quick/--full) or speed (--perf)",
+    "benchmark": "accuracy against the Kalman observers (--quick/--full), speed (--perf) or the live node (--node)",
     "run": "start the ROS nodes of a launch description without ros2 launch",
     "demo": "the four-bar rig and the estimator live over DDS, with figures and plots",
 }

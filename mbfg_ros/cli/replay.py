@@ -45,8 +45,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip", type=float, default=1.0, metavar="S",
                    help="s after the first reading left out of the RMSE (convergence; default 1)")
     p.add_argument("--reorder-window", type=float, default=None, metavar="S",
-                   help="s of stamp time held back to put readings in stamp order (default: the "
-                        "config's sensor_wait + 0.05)")
+                   help="s a reading waits at most (bag log time) for the other topics to put readings "
+                        "in stamp order, as the node's reorder_window (default 1)")
     p.add_argument("--max-time-gap", type=float, default=2.0, metavar="S",
                    help="a stamp this far after the newest one is a time jump that resets the estimator, "
                         "as in the ROS node (default 2)")

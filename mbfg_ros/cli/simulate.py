@@ -16,12 +16,14 @@ from pathlib import Path
 from mbfg_ros.errors import CliError, MbfgError
 from mbfg_ros.io.bag_writer import STORAGE_PLUGINS, check_output_path, scenario_custom_data, write_simulation_bag
 from mbfg_ros.io.messages import DEFAULT_EPOCH
+from mbfg_ros.model.channels import channel_names
+from mbfg_ros.io.simulation_messages import sensor_topics
 from mbfg_ros.model.validation import load_rig
 from mbfg_ros.sim.forward import simulate
 from mbfg_ros.sim.ground_truth import DEFAULT_TRUTH_RATE, ground_truth
 from mbfg_ros.sim.input_profiles import InputProfile
 from mbfg_ros.sim.scenario import INPUT_PROFILES, Scenario
-from mbfg_ros.sim.sensors import SENSOR_KINDS, SensorOptions, channel_names, sensor_channels, synthesize
+from mbfg_ros.sim.sensors import SENSOR_KINDS, SensorOptions, sensor_channels, synthesize
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,7 +55,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=0, metavar="N", help="seed of every random draw (default 0)")
     s = p.add_argument_group("sensors")
     s.add_argument("--rate", action="append", default=[], metavar="KEY=HZ",
-                   help="sample rate by kind (encoder, gyro, load_cell, command) or by sensor name "
+                   help=f"sample rate by kind ({', '.join(SENSOR_KINDS)}) or by sensor name "
                         "(repeatable; a name beats a kind, a kind beats the config's rate)")
     s.add_argument("--no-noise", action="store_true", help="no Gaussian sensor noise")
     s.add_argument("--no-quantize", action="store_true", help="no encoder quantisation")
@@ -159,6 +161,8 @@ def build_inputs(args: argparse.Namespace):
         jitter=_nonnegative("--jitter", args.jitter, "s"), delay=_nonnegative("--delay", args.delay, "s"),
         dropout=_probability("--dropout", args.dropout), outlier_rate=_probability("--outliers", args.outliers),
         outlier_scale=_nonnegative("--outlier-scale", args.outlier_scale, "sigmas"), seed=args.seed)
+    sensor_topics(mech)                  # sensors that cannot share a topic, before simulating
+    sensor_channels(mech, options)       # and load cells of one topic given different rates
     _positive("--truth-rate", args.truth_rate, "Hz")
     if not math.isfinite(args.epoch) or args.epoch < 0:
         raise CliError(f"--epoch: must be a time >= 0 s (value: {args.epoch:g})")
@@ -192,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
     t3 = time.perf_counter()
     truth_mech = trajectory.mechanism
     conservative = not (truth_mech.has_friction or truth_mech.has_offset
+                        or (truth_mech.springs and truth_mech.springs.damped)
                         or InputProfile(truth_mech, scenario).active)
     facts = {
         "bag": str(out), "storage": args.storage, "config": str(args.config),
@@ -202,8 +207,9 @@ def run(args: argparse.Namespace) -> int:
         "scenario": scenario.describe(), "sensor_options": _options_facts(options),
         "input_joints": {"known": list(truth_mech.known_input_joints), "unknown": list(truth_mech.input_joints)},
         "conservative": conservative,
-        "energy_drift": trajectory.energy_drift() if conservative else None,
+        "energy_drift": trajectory.energy_drift(),
         "max_closure_residual": float(trajectory.closure_residual().max()),
+        "singular_passages": [{"t": t, "ratio": r} for t, r in trajectory.singular_passages()],
         "max_integrator_drift": trajectory.stats.max_drift,
         "rhs_evaluations": trajectory.stats.rhs_evaluations,
         "wall_time": t3 - t0,
@@ -254,9 +260,13 @@ def format_summary(f: dict) -> str:
         f"Faults: noise {'on' if so['noise'] else 'off'}, quantize {'on' if so['quantize'] else 'off'}, "
         f"gyro bias {so['gyro_bias']:g} rad/s{' + walk' if so['gyro_bias_walk'] else ''}, jitter {so['jitter']:g} s, "
         f"delay {so['delay']:g} s, dropout {so['dropout']:g}, outliers {so['outlier_rate']:g}")
-    drift = (f"energy drift {f['energy_drift']:.2e} (relative)" if f["energy_drift"] is not None
-             else "energy drift n/a (friction, offsets or inputs)")
+    drift = (f"energy drift {f['energy_drift']:.2e} (relative" + (")" if f["conservative"] else
+             ", net of the inputs' work and what friction and dampers dissipated)"))
     lines.append(f"Accuracy: max closure residual {f['max_closure_residual']:.2e}, {drift}")
+    if f["singular_passages"]:
+        times = ", ".join(f"{p['t']:g}" for p in f["singular_passages"])
+        lines.append(f"Singular positions passed: {len(f['singular_passages'])} (the closure Jacobian's rank "
+                     f"collapsing: its smallest kept singular value below 1% of its initial one) at t = {times} s")
     w = f["wall_times"]
     lines.append(f"Wall time: {f['wall_time']:.2f} s (integration {w['integration']:.2f} s, sensors and "
                  f"truth {w['sensors_and_truth']:.2f} s, writing {w['writing']:.2f} s)")

@@ -18,7 +18,7 @@ healthy estimate has an RMS near 1. A failing period has a verdict:
 A period may carry a ``note``: what the motion asks of the keyframe rate, with the setting to
 change. Periods are kept for the replay's summary and JSON (``start``, ``end`` in the
 estimator's time, s; ``peak`` sigmas; ``verdict``, ``cause``, ``note``), the node's /diagnostics
-turns them into statuses (:func:`mbfg_ros.io.sensor_health.divergence_verdicts`).
+turns them into statuses (:func:`mbfg_ros.intake.sensor_health.divergence_verdicts`).
 """
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ LIMIT = 5.0           # sigmas
 MIN_READINGS = 5
 STRAINED = "strained"
 LOST = "lost"
+SETTLE = 1.0
+"""s after the first reading before the run's fit (:meth:`DivergenceMonitor.run_rms`) counts."""
 KEPT_PERIODS = 10_000
 """The newest periods kept (a node that runs for months stays bounded; ``period_count`` counts all)."""
 
@@ -72,8 +74,11 @@ class _Window:
 class DivergenceMonitor:
     """Rolling whitened-residual RMS per sensor and the diverged periods (module docstring)."""
 
-    def __init__(self, window: float = WINDOW, limit: float = LIMIT, min_readings: int = MIN_READINGS) -> None:
+    def __init__(self, window: float = WINDOW, limit: float = LIMIT, min_readings: int = MIN_READINGS,
+                 settle: float = SETTLE) -> None:
         self.window, self.limit, self.min_readings = float(window), float(limit), int(min_readings)
+        self.settle = float(settle)
+        self._first: float | None = None
         self._w: dict[str, _Window] = {}
         self.rms: dict[str, float] = {}                 # newest rolling RMS per sensor (sigmas)
         self.open: dict[str, DivergencePeriod] = {}     # sensors failing the test now
@@ -89,9 +94,12 @@ class DivergenceMonitor:
         sq = float(sum(float(r) * float(r) for r in residuals))
         if not math.isfinite(sq):
             sq = 1e300
-        run = self._run.setdefault(sensor, [0.0, 0])
-        run[0] += min(sq, 1e300)
-        run[1] += n
+        if self._first is None:
+            self._first = stamp
+        if stamp >= self._first + self.settle:
+            run = self._run.setdefault(sensor, [0.0, 0])
+            run[0] += min(sq, 1e300)
+            run[1] += n
         w = self._w.get(sensor)
         if w is None:
             w = self._w[sensor] = _Window()
@@ -118,9 +126,10 @@ class DivergenceMonitor:
             del self.open[sensor]
 
     def run_rms(self) -> dict[str, float]:
-        """{sensor: whitened residual RMS of every reading tested since the start} (sigmas): how
-        well the estimate fitted each sensor over the run, each reading at the estimate it was
-        solved in (restarts included)."""
+        """{sensor: whitened residual RMS of every reading tested from ``settle`` s after the
+        first on} (sigmas): how well the estimate fitted each sensor over the run, each reading
+        at the estimate it was solved in (restarts included; the start-up left out, as the
+        replay's RMSE leaves out its first second)."""
         return {s: math.sqrt(sq / n) for s, (sq, n) in self._run.items() if n}
 
     @property
@@ -193,8 +202,9 @@ LIKELY_CAUSE = ("model error, integration at speed, or a noise set too low (`mbf
 class LossJudge:
     """Judges the failing periods of a DivergenceMonitor for the estimator: LOST when an angle
     encoder is SLIP_RADIANS off, when every sensor with readings fails at once for a whole window
-    (none agrees with the estimate; two sensors at least), or when a sensor fails at more than
-    LOST_SIGMAS times the limit for a whole window; else STRAINED with its likely cause. An open
+    (none agrees with the estimate; two sensors at least), or when the only sensor with readings
+    fails at more than LOST_SIGMAS times the limit for a whole window; else STRAINED (another
+    sensor agrees with the estimate) with its likely cause. An open
     period gets the keyframe-rate note of ``speed_note()`` when it opens and once per window while
     it lasts (the speed seen so far grows; "" keeps the last note)."""
 
@@ -207,7 +217,7 @@ class LossJudge:
         if not mon.open:
             return
         reading = set(mon.sensors_with_readings())
-        none_agree = len(reading) >= 2 and reading <= set(mon.open)
+        none_agree = bool(reading) and reading <= set(mon.open)
         for name, p in list(mon.open.items()):
             last = self._noted.get(id(p))
             if last is None or stamp - last >= mon.window:     # a note per window while it lasts
@@ -222,9 +232,19 @@ class LossJudge:
             sigma = self.encoder_radians.get(name)
             if sigma is not None and rms * sigma > SLIP_RADIANS:
                 mon.lose(name, f"{rms * sigma:.2f} rad from the estimate (a whole-turn slip, or lost)")
-            elif none_agree and whole:
+            elif none_agree and whole and len(reading) >= 2:
                 mon.lose(name, "no sensor agrees with the estimate: " + ", ".join(sorted(reading)))
-            elif whole and rms > LOST_SIGMAS * mon.limit:
-                mon.lose(name, f"above {LOST_SIGMAS * mon.limit:g} sigma for {mon.window:g} s")
+            elif none_agree and whole and rms > LOST_SIGMAS * mon.limit:
+                mon.lose(name, f"above {LOST_SIGMAS * mon.limit:g} sigma for {mon.window:g} s, the only sensor")
             elif not p.cause:
                 p.cause = LIKELY_CAUSE
+
+
+def test_step(mon: DivergenceMonitor, check, layout, streams, taken: list[int], stamp: float) -> None:
+    """Hand the whitened residuals of a step's readings to ``mon``: ``check`` the step function
+    (CompiledRows) just evaluated at the new estimate, ``layout`` its StepLayout, ``streams``
+    the measuring streams and ``taken`` how many readings of each the step took, ``stamp`` the
+    step's keyframe time (s)."""
+    for b, s, c in zip(layout.blocks, streams, taken):
+        if c:
+            mon.add(s.name, stamp, check.abs[b.readings.start:b.readings.start + c])

@@ -58,12 +58,13 @@ import scipy.linalg
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.mapped_function import mapped_function
-from mbfg_ros.estimation.offline_smoother import (MAP_BLOCK, OfflineSmoother, Readings, SmoothingOptions,
-                                                   SolvedWindow)
+from mbfg_ros.estimation.mapped_steps import MAP_BLOCK
+from mbfg_ros.estimation.offline_smoother import OfflineSmoother
+from mbfg_ros.estimation.smoothing_io import Readings, SmoothingOptions, SolvedWindow
 from mbfg_ros.estimation.smoother import key
 from mbfg_ros.estimation.step_function import StepFunction
 from mbfg_ros.model.config import EstimatorConfig, ModelErrorConfig
-from mbfg_ros.model.mechanism import Mechanism, load_cell_unit
+from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.parameters import DYNAMICS_GROUPS, GROUPS, ParametricMechanism, Parameter, model_parameters
 
 THETA = gtsam.symbol("p", 0)
@@ -179,8 +180,7 @@ def default_groups(mech: Mechanism) -> tuple[tuple[str, ...], str]:
     """The groups identified by default and, when the dynamics groups are left out, why: they
     need every driving effort known or measured (an ``unknown`` input is measured by an
     actuator load cell on its joint)."""
-    have = {"encoder": bool(mech.encoders), "gyro": bool(mech.gyros), "load_cell": bool(mech.load_cells)}
-    groups = [g for g in GROUPS if have.get(g, True)]
+    groups = [g for g in GROUPS if g in DYNAMICS_GROUPS or mech.sensors_of(g)]
     measured = {c.config.joint for c in mech.load_cells if c.config.measures == "actuator"}
     free = [j for j in mech.input_joints if j not in measured]
     if free:
@@ -256,7 +256,7 @@ def state_covariances(conditionals: list[tuple[int, np.ndarray, np.ndarray]]) ->
 class StepLinearization:
     """The rows, the state Jacobian [J0 J1] and the parameter Jacobian of many steps, from the
     step function's compiled rows (its first, second and sixth outputs) mapped over blocks of
-    :data:`~.offline_smoother.MAP_BLOCK` steps (``Function.map``)."""
+    :data:`~.mapped_steps.MAP_BLOCK` steps (``Function.map``)."""
 
     def __init__(self, rows) -> None:
         self.D, self.R, self.p = rows.dim, rows.R, rows.parameters
@@ -586,11 +586,7 @@ class Identifier:
             unit = "N m" if mech.angular[i] else "N"
             fits[f"dynamics:{name}"] = RowFit(name, "dynamics", unit, float(self.sigma[i]))
         for res in self.smoother.fn.residuals:
-            if res.kind == "encoder":
-                unit = "rad" if mech.encoders[res.index].angular else "m"
-            else:
-                unit = "rad/s" if res.kind == "gyro" else load_cell_unit(mech, res.index)
-            fits[res.name] = RowFit(res.name, res.kind, unit, res.sigma)
+            fits[res.name] = RowFit(res.name, res.kind, res.model.unit(mech), res.sigma)
         return fits
 
     # ----------------------------------------------------------------------------------------
@@ -633,7 +629,7 @@ class Identifier:
 
     def identify(self, recordings: Readings | list[Readings]) -> IdentificationResult:
         """Identify from the readings of one or more recordings (each its own chain of keyframes;
-        the parameters shared; see :class:`~.offline_smoother.Readings`)."""
+        the parameters shared; see :class:`~.smoothing_io.Readings`)."""
         if isinstance(recordings, Readings):
             recordings = [recordings]
         opt = self.options

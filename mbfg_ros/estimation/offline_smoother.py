@@ -33,251 +33,22 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
-import casadi as ca
 import gtsam
 import numpy as np
 import scipy.linalg
 
-from mbfg_ros.errors import AssemblyError
 from mbfg_ros.estimation.layout import StateLayout
-from mbfg_ros.estimation.mapped_function import mapped_function
-from mbfg_ros.estimation.outputs import Estimate
+from mbfg_ros.estimation.mapped_steps import MAP_BLOCK, ClosureProjection, MappedSteps
 from mbfg_ros.estimation.smoother import key
+from mbfg_ros.estimation.smoothing_io import (NoFiniteReadings, Readings, SmoothedEstimates, SmoothingOptions,
+                                            SmoothingResult, SolvedWindow, WindowReport)
+from mbfg_ros.estimation.start_state import prior_information, start_state, transition_matrix
 from mbfg_ros.estimation.step_function import StepFunction, compiled_step_function
-from mbfg_ros.model.assembly import assemble, solve_velocity
-from mbfg_ros.model.assembly import initial_state as assembled_initial_state
 from mbfg_ros.model.channels import command_channel, command_joint
 from mbfg_ros.model.config import EstimatorConfig
 from mbfg_ros.model.mechanism import Mechanism
-
-MAP_BLOCK = 32
-"""Keyframes per call of the mapped step function (see :func:`.mapped_function.mapped_function`)."""
-
-
-@dataclass(frozen=True)
-class SmoothingOptions:
-    """How to smooth. ``window``/``overlap``: s of keyframes solved together / shared by
-    consecutive windows; ``max_iterations`` Gauss-Newton iterations per window, ending early
-    when the cost falls by less than ``tolerance`` (relative), or when the new cost is within
-    ``tolerance`` of what the linearisation predicted (so another step could gain no more). The
-    default 1e-3 is below the statistical spread of the cost itself (about sqrt(2 / rows),
-    3e-3 for a four-bar minute), so further iterations would not change the estimate beyond its
-    own uncertainty; ``threads``: threads of the mapped step function (1: serial);
-    ``jacobian_mb``: a window is shortened so that its Jacobians take at most this many MB (the
-    smoother's largest array; GTSAM holds a copy): 24 s windows for the 6-DOF arm instead of
-    60 s, as fast and half the memory (60 s windows took 1 GB, and a run whose memory the kernel
-    first had to reclaim from the file cache was 1.5x slower), while a four-bar's 60 s take 48 MB."""
-    window: float = 60.0
-    overlap: float = 2.0
-    max_iterations: int = 10
-    tolerance: float = 1e-3
-    threads: int = 1
-    jacobian_mb: float = 128.0
-
-    def check(self) -> None:
-        if not (math.isfinite(self.window) and self.window > 0):
-            raise ValueError(f"smoothing window must be > 0 s (value: {self.window:g})")
-        if not (math.isfinite(self.overlap) and 0 <= self.overlap < self.window):
-            raise ValueError(f"smoothing overlap must be >= 0 s and below the window (value: {self.overlap:g})")
-        if not (math.isfinite(self.jacobian_mb) and self.jacobian_mb > 0):
-            raise ValueError(f"smoothing: jacobian_mb must be > 0 (value: {self.jacobian_mb:g})")
-        if self.max_iterations < 1 or self.threads < 1:
-            raise ValueError("smoothing: max_iterations and threads must be >= 1")
-
-
-@dataclass
-class Readings:
-    """The readings of one run, per config sensor name: (stamps (N,) s, values (N, dim)); known
-    input efforts per joint name: (stamps, efforts (N,)). Any order; NaN/Inf and duplicate
-    stamps are dropped and counted (:attr:`SmoothingResult.rejected`)."""
-    sensors: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-    commands: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-
-
-@dataclass
-class SolvedWindow:
-    """A window at its solution, as :attr:`OfflineSmoother.window_solved` gets it: its first
-    keyframe, states X (K, D), step parameters P (K, P), prior (mean, square-root
-    information) on X[0], the rows of X it settles (``settled``); the step function that
-    linearised it is the smoother's ``fn_step`` / ``fn_layout``."""
-    first: int
-    X: np.ndarray
-    P: np.ndarray
-    prior: tuple[np.ndarray, np.ndarray]
-    settled: slice
-
-
-class NoFiniteReadings(ValueError):
-    """:meth:`OfflineSmoother.windows` got no finite reading of any of the config's sensors
-    (nothing to smooth); ``rejected``: per sensor (not finite, duplicate stamp), as
-    :attr:`SmoothingResult.rejected`."""
-
-    def __init__(self, rejected: dict[str, tuple[int, int]]) -> None:
-        super().__init__("no finite readings of any of the config's sensors")
-        self.rejected = rejected
-
-
-@dataclass
-class WindowReport:
-    first: int                  # first and last keyframe of the window (0-based)
-    last: int
-    iterations: int
-    initial_cost: float         # sum of squared whitened residuals at the initialisation
-    cost: float                 # at the solution
-    converged: bool
-
-
-@dataclass
-class SmoothingResult:
-    t0: float                   # s: stamp of keyframe 0 (the earliest reading)
-    h: float                    # s between keyframes
-    x: np.ndarray               # (K, D) the smoothed states
-    used: dict[str, int]        # readings used per sensor (and command:<joint>)
-    rejected: dict[str, tuple[int, int]]   # per sensor: (not finite, duplicate stamp)
-    windows: list[WindowReport]
-    timings: dict[str, float]   # s (wall): causal, linearize, solve, total
-    cpu: float                  # s of process CPU
-    efforts: object = None      # t (N,) s -> (N, n): the known input efforts (linear between commands)
-
-    @property
-    def times(self) -> np.ndarray:
-        return self.t0 + self.h * np.arange(self.x.shape[0])
-
-
-class MappedSteps:
-    """The step function evaluated over a block of keyframes in one call (``Function.map``).
-
-    Inputs are (B, D), (B, D), (B, P) arrays; outputs r (B, R) and Jt (B, 2D, R) (row i of Jt
-    holds J0 then J1 transposed, as :class:`~.step_function.CompiledRows` stores them)."""
-
-    def __init__(self, fn: StepFunction, block: int = MAP_BLOCK, threads: int = 1) -> None:
-        rows = fn.step
-        base = rows.compiled or rows.fn
-        self.B, self.D, self.R, self.P = block, rows.dim, rows.R, rows.p.size
-        mapped = mapped_function(base, block, threads)
-        self.x0 = np.zeros((block, self.D))
-        self.x1 = np.zeros((block, self.D))
-        self.p = np.zeros((block, self.P))
-        self.r = np.zeros((block, self.R))
-        self.Jt = np.zeros((block, 2 * self.D, self.R))
-        self._extra = [np.zeros(max(1, int(mapped.numel_out(i)))) for i in range(2, mapped.n_out())]
-        self._buf, self._eval = mapped.buffer()
-        self._bind_scratch()
-        for i, a in enumerate(self._extra, start=2):
-            self._buf.set_res(i, memoryview(a))
-
-    def evaluate(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, r_out: np.ndarray,
-                 Jt_out: np.ndarray) -> None:
-        """Rows of N steps into r_out (N, R) and Jt_out (N, 2D, R) (all C-contiguous float64:
-        full blocks are evaluated in place, without copies)."""
-        N, B = X0.shape[0], self.B
-        buf = self._buf
-        arrays = (X0, X1, P, r_out, Jt_out)
-        direct = all(a.flags.c_contiguous and a.dtype == np.float64 for a in arrays)
-        for s in range(0, N, B):
-            e = min(N, s + B)
-            c = e - s
-            if direct and c == B:
-                for i, a in enumerate((X0, X1, P)):
-                    buf.set_arg(i, memoryview(a[s:e]))
-                buf.set_res(0, memoryview(r_out[s:e]))
-                buf.set_res(1, memoryview(Jt_out[s:e]))
-                self._eval()
-                continue
-            self._load(X0, X1, P, s, e)
-            self._bind_scratch()
-            self._eval()
-            r_out[s:e] = self.r[:c]
-            Jt_out[s:e] = self.Jt[:c]
-
-    def _bind_scratch(self) -> None:
-        """The mapped function reads the scratch block and writes its rows and Jacobians."""
-        buf = self._buf
-        for i, a in enumerate((self.x0, self.x1, self.p)):
-            buf.set_arg(i, memoryview(a))
-        buf.set_res(0, memoryview(self.r))
-        buf.set_res(1, memoryview(self.Jt))
-
-    def _load(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, s: int, e: int) -> None:
-        """Steps s..e-1 into the scratch block, padded with the last step (results ignored)."""
-        c = e - s
-        self.x0[:c], self.x1[:c], self.p[:c] = X0[s:e], X1[s:e], P[s:e]
-        if c < self.B:
-            self.x0[c:], self.x1[c:], self.p[c:] = X0[e - 1], X1[e - 1], P[e - 1]
-
-    def residuals(self, X0: np.ndarray, X1: np.ndarray, P: np.ndarray, r_out: np.ndarray) -> None:
-        """Only the rows r_out (N, R) of N steps (the Jacobians go to a scratch block)."""
-        N, B = X0.shape[0], self.B
-        self._bind_scratch()
-        for s in range(0, N, B):
-            e = min(N, s + B)
-            self._load(X0, X1, P, s, e)
-            self._eval()
-            r_out[s:e] = self.r[:e - s]
-
-
-PROJECTION_TOLERANCE = 1e-12
-"""m, rad (and per s, per s^2): closure residuals below this need no further Newton step."""
-
-
-class ClosureProjection:
-    """Puts keyframe states back on the loop closures (a retraction after each Gauss-Newton
-    step: the closure rows are stiff, sigma 1e-6, so a step along their tangent leaves a
-    second-order residual of thousands of sigmas). Per keyframe, minimum-norm Newton corrections
-    q -= Phi_q^+ Phi, v -= Phi_q^+ Phi', a -= Phi_q^+ Phi''; evaluated for all keyframes by one
-    mapped CasADi call per iteration."""
-
-    def __init__(self, fn: StepFunction, block: int = 8 * MAP_BLOCK) -> None:
-        sym, n = fn.sym, fn.mech.n
-        q, v, a = ca.SX.sym("q", n), ca.SX.sym("v", n), ca.SX.sym("a", n)
-        phi, phid, phidd = sym.closure_levels(q, v, a)
-        f = ca.Function("closure_projection", [q, v, a],
-                        [ca.vertcat(phi, phid, phidd), ca.densify(ca.jacobian(phi, q))], {"cse": True})
-        self.n, self.m, self.B = n, fn.mech.m, block
-        self.mapped = mapped_function(f, block)
-        self.q, self.v, self.a = (np.zeros((block, n)) for _ in range(3))
-        self.c = np.zeros((block, 3 * self.m))
-        self.Jt = np.zeros((block, n, self.m))          # (m, n) column-major = C-order (n, m)
-        self._buf, self._eval = self.mapped.buffer()
-        for i, arr in enumerate((self.q, self.v, self.a)):
-            self._buf.set_arg(i, memoryview(arr))
-        for i, arr in enumerate((self.c, self.Jt)):
-            self._buf.set_res(i, memoryview(arr))
-
-    def __call__(self, X: np.ndarray, iterations: int = 3) -> None:
-        """Project the states X (K, D) in place."""
-        n, m, B = self.n, self.m, self.B
-        if not m:
-            return
-        for s in range(0, X.shape[0], B):
-            e = min(X.shape[0], s + B)
-            c = e - s
-            for _ in range(iterations):
-                self.q[:c], self.v[:c], self.a[:c] = X[s:e, :n], X[s:e, n:2 * n], X[s:e, 2 * n:3 * n]
-                self._eval()
-                if not np.abs(self.c[:c]).max() > PROJECTION_TOLERANCE:
-                    break                                       # (already on the closures)
-                Jt = self.Jt[:c]                               # Phi_q^T (c, n, m)
-                G = Jt.transpose(0, 2, 1) @ Jt                  # Phi_q Phi_q^T (c, m, m)
-                rhs = self.c[:c].reshape(c, 3, m).transpose(0, 2, 1)   # (c, m, 3)
-                # minimum-norm: Phi_q^T (Phi_q Phi_q^T)^-1 [Phi Phi' Phi'']; near a singular pose
-                # (cond(Phi_q) > 1e10) the pseudo-inverse, which leaves the lost direction alone
-                # (not finite: no correction; the cost tells the solver)
-                fin = np.isfinite(G).all(axis=(1, 2)) & np.isfinite(rhs).all(axis=(1, 2))
-                w = np.ones((c, m))
-                w[fin] = np.linalg.eigvalsh(G[fin])
-                bad = fin & ~(w[:, 0] > 1e-20 * w[:, -1])
-                corr = np.zeros((c, n, 3))
-                if bad.any():
-                    corr[bad] = np.linalg.pinv(Jt[bad].transpose(0, 2, 1), rcond=1e-10) @ rhs[bad]
-                good = fin & ~bad
-                corr[good] = Jt[good] @ np.linalg.solve(G[good], rhs[good])
-                X[s:e, :n] -= corr[:, :, 0]
-                X[s:e, n:2 * n] -= corr[:, :, 1]
-                X[s:e, 2 * n:3 * n] -= corr[:, :, 2]
 
 
 class OfflineSmoother:
@@ -303,12 +74,7 @@ class OfflineSmoother:
         self.parameter_values: np.ndarray | None = None
         self.window_solved: Callable[[SolvedWindow], None] | None = None
         self.names = [res.name for res in self.fn.residuals]
-        n = self.lay.n
-        T = np.eye(self.lay.dim)
-        T[:n, n:2 * n] = self.h * np.eye(n)
-        T[:n, 2 * n:3 * n] = 0.5 * self.h * self.h * np.eye(n)
-        T[n:2 * n, 2 * n:3 * n] = self.h * np.eye(n)
-        self._transition = T
+        self._transition = transition_matrix(self.lay, self.h)
         self._mapped: MappedSteps | None = None
         self._scratch: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
@@ -330,6 +96,22 @@ class OfflineSmoother:
             rejected[name] = (bad, int(t.size - keep.sum()))
         return out, rejected
 
+    def _grid(self, data: dict, rejected: dict) -> tuple[list[str], float, int]:
+        """The sensors with readings, keyframe 0's stamp (the earliest reading) and the number of
+        keyframes (the last at or after the latest reading)."""
+        measuring = [n for n in self.names if n in data and data[n][0].size]
+        if not measuring:
+            raise NoFiniteReadings(rejected)
+        t0 = min(float(data[n][0][0]) for n in measuring)
+        t_end = max(float(data[n][0][-1]) for n in measuring)
+        return measuring, t0, int(max(0, math.ceil((t_end - t0) / self.h - 1e-9))) + 1
+
+    def keyframe_times(self, readings: Readings) -> np.ndarray:
+        """(K,) the stamps (s) of the keyframes :meth:`smooth` solves ``readings`` on."""
+        data, rejected = self._clean(readings)
+        _, t0, K = self._grid(data, rejected)
+        return t0 + self.h * np.arange(K)
+
     def _step_function_for(self, counts: dict[str, int]) -> StepFunction:
         """The estimator's step function, or one with more slots where a sensor has more
         readings in a step than its slots hold (jittered or irregular stamps)."""
@@ -341,9 +123,10 @@ class OfflineSmoother:
 
     def _initial_state(self, data: dict, t0: float) -> np.ndarray:
         """The config's assembly, or (``initial_pose: sensors``, encoders on every DOF) the
-        assembly at the first encoder readings (as the online estimator starts)."""
-        mech, lay = self.mech, self.lay
-        q, v = assembled_initial_state(mech, self.data)
+        assembly at the first encoder readings with the config's DOF velocities, as the online
+        estimator starts (:func:`.start_state.start_state`)."""
+        mech = self.mech
+        dof = None
         if self.cfg.initial_pose == "sensors":
             first: dict[int, float] = {}
             for enc in mech.encoders:
@@ -351,13 +134,8 @@ class OfflineSmoother:
                 if t.size and t[0] <= t0 + self.cfg.sensor_wait + 1e-9:
                     first.setdefault(int(enc.index), float(y[0, 0]))
             if all(int(j) in first for j in mech.dof):
-                try:
-                    q = assemble(mech, self.data, np.array([first[int(j)] for j in mech.dof]), q).q
-                    v = solve_velocity(mech, self.data, q, np.zeros(len(mech.dof)))
-                except AssemblyError:
-                    pass
-        a, lam = mech.forward_dynamics(self.data, q, v)
-        return lay.pack(q, v, a, lam)
+                dof = np.array([first[int(j)] for j in mech.dof])
+        return start_state(mech, self.data, self.lay, dof=dof)
 
     # ----------------------------------------------------------------------------------------
     def _parameters(self, fn: StepFunction, data: dict, t0: float, k_first: int, k_end: int,
@@ -590,13 +368,8 @@ class OfflineSmoother:
         c0, w0 = time.process_time(), time.perf_counter()
         opt = self.options
         data, rejected = self._clean(readings)
-        measuring = [n for n in self.names if n in data and data[n][0].size]
-        if not measuring:
-            raise NoFiniteReadings(rejected)
-        t0 = min(float(data[n][0][0]) for n in measuring)
-        t_end = max(float(data[n][0][-1]) for n in measuring)
+        measuring, t0, K = self._grid(data, rejected)
         h = self.h
-        K = int(max(0, math.ceil((t_end - t0) / h - 1e-9))) + 1
         counts = {}
         used = {}
         for n in measuring:
@@ -620,10 +393,7 @@ class OfflineSmoother:
                 tau[:, jj] = np.interp(ts, tc, yc[:, 0])
             return tau
         x_start = self._initial_state(data, t0) if x_start is None else np.asarray(x_start, float)
-        sigma = self.lay.prior_sigmas(self.mech, self.cfg)
-        fin = np.flatnonzero(np.isfinite(sigma))
-        S0 = np.zeros((fin.size, self.lay.dim))
-        S0[np.arange(fin.size), fin] = 1.0 / sigma[fin]
+        S0 = prior_information(self.lay.prior_sigmas(self.mech, self.cfg))
         W = max(2, int(round(opt.window / h)))
         O = min(W - 1, int(round(opt.overlap / h)))
         per_keyframe = 8.0 * 2 * self.lay.dim * fn.layout.R         # bytes of one step's Jacobians
@@ -698,24 +468,3 @@ class OfflineSmoother:
         if lay.n_u:
             eff = eff + X[:, lay.U] @ mech.B.T
         return SmoothedEstimates(ts, ks + key_offset, X, eff, lay)
-
-
-class SmoothedEstimates(Sequence):
-    """Estimate objects of smoothed keyframes, made on demand (a batch of outputs needs only the
-    few that /diagnostics reports; the states stay arrays)."""
-
-    def __init__(self, t: np.ndarray, keyframes: np.ndarray, X: np.ndarray, effort: np.ndarray,
-                 layout: StateLayout) -> None:
-        self.t, self.keyframes, self.X, self.effort, self.layout = t, keyframes, X, effort, layout
-
-    def __len__(self) -> int:
-        return int(self.t.size)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        if i < 0:
-            i += len(self)
-        if not 0 <= i < len(self):
-            raise IndexError(i)
-        return Estimate(float(self.t[i]), int(self.keyframes[i]), True, self.X[i], self.layout, self.effort[i])

@@ -18,8 +18,8 @@ class Estimate:
     q, v, a (n,): joint positions, velocities, accelerations (rad or m, per s, per s^2);
     lam (m,): closure multipliers; u (n_u,): estimated unknown input efforts; model_error: the
     estimated model-error forces (N m or N, on the coordinates of
-    :func:`~mbfg_ros.estimation.layout.model_error_joints`; empty unless enabled); bias: gyro biases
-    (rad/s); gravity_scale, mass_scale (1 unless estimated). effort (n,): the actuator effort of
+    :func:`~mbfg_ros.estimation.layout.model_error_joints`; empty unless enabled); bias: sensor
+    biases (gyros rad/s, accelerometers m/s^2); gravity_scale, mass_scale (1 unless estimated). effort (n,): the actuator effort of
     every joint (known inputs + estimated inputs, 0 for passive joints); covariance: marginal
     covariance of [q_dof, v_dof] if asked.
     """
@@ -130,6 +130,7 @@ class Health:
     closure_residual: float = 0.0          # max |Phi| at the newest estimate (m or rad)
     relinearizations: int = 0
     gauss_newton_iterations: int = 0       # adaptive refinements of the newest keyframe
+    integration_raises: int = 0            # of them, steps whose integration noise rose to their local truncation
     unknown_sensor: int = 0
     divergence: DivergenceMonitor = field(default_factory=DivergenceMonitor)   # rolling innovation test
     reinitialisations: int = 0             # restarts from the encoders (or the start hypotheses) after a divergence
@@ -141,3 +142,17 @@ class Health:
         """(mean, p99, max) update time in ms per keyframe (wall, or thread CPU), over the last
         ``timing.window_s`` seconds (default 10), or over the whole run."""
         return self.timing.summary(cpu, whole_run)
+
+
+def estimate_forces(mech, data, e: Estimate, tau: np.ndarray) -> Forces:
+    """Closure reactions (in frame_b), load-cell readings and actuator efforts of an estimate
+    whose known input efforts are ``tau`` (n,) (``mech``: the Mechanism, ``data`` its
+    MechanismData)."""
+    closures = [ClosureForce(c.name, c.frame_b, f, tq) for c, (f, tq) in
+                zip(mech.closure_configs, mech.closure_wrenches_in_frame_b(data, e.q, e.lam))]
+    cells = {}
+    for cell in mech.load_cells:
+        cells[cell.config.name] = float(cell.value(mech, data, e.q, e.v, e.a, e.lam, e.u, tau)[0])
+    act = set(mech.input_joints) | set(mech.known_input_joints)
+    efforts = {name: float(e.effort[mech.index[name]]) for name in mech.joint_names if name in act}
+    return Forces(closures, cells, efforts)

@@ -9,13 +9,35 @@ back like sensors, so a keyframe never closes before its command arrived.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from mbfg_ros.estimation.sensor_streams import SensorStream
 from mbfg_ros.estimation.step_function import StepLayout
+from mbfg_ros.model.config import EstimatorConfig
 
 LIVE_WINDOW = 0.5        # s: a stream that reported within this much of the newest stamp is live
+AUTO_GROUP_PERIOD = 0.004      # s of keyframes per ISAM2 update with keyframes_per_update: 0
+
+
+@dataclass
+class GroupStep:
+    """A linearised step waiting for its group's ISAM2 update."""
+    k: int
+    factors: list
+    x1: np.ndarray
+    taken: list[int]
+    extra: list
+    wall: float
+    cpu: float
+
+
+def keyframes_per_update(cfg: EstimatorConfig) -> int:
+    """The configured number, or (0: auto) one per 4 ms of keyframes: 1 up to 375 Hz, 4 at 1 kHz."""
+    if cfg.keyframes_per_update > 0:
+        return cfg.keyframes_per_update
+    return max(1, int(round(cfg.keyframe_rate * AUTO_GROUP_PERIOD)))
 
 
 class KeyframeSchedule:
@@ -144,6 +166,20 @@ class StepInbox:
                 best = (stamp, value)
         return best
 
+    def first_dof_values(self, mech, streams: list[SensorStream]) -> np.ndarray | None:
+        """The earliest waiting encoder reading of every DOF coordinate of ``mech`` (streams: the
+        measuring streams, in slot order), or None if one is missing."""
+        first: dict[int, tuple[float, float]] = {}
+        for i, s in enumerate(streams):
+            if s.kind == "encoder":
+                e = self.earliest(i)
+                j = mech.encoders[s.index].index
+                if e is not None and (j not in first or e[0] < first[j][0]):
+                    first[j] = (e[0], float(e[1]))
+        if not all(int(j) in first for j in mech.dof):
+            return None
+        return np.array([first[int(j)][1] for j in mech.dof])
+
     def start(self, schedule: "KeyframeSchedule") -> None:
         """The run has opened: the waiting readings go to their keyframes."""
         waiting, self.waiting = self.waiting, []
@@ -200,3 +236,17 @@ class StepInbox:
         self.pending = [0] * len(self.streams)
         self.newest = -math.inf
         return out
+
+
+def step_readings(layout: StepLayout, streams: list[SensorStream], p: np.ndarray, t_prev: float, h: float,
+                  taken: list[int] | None = None) -> list[tuple[SensorStream, float, object]]:
+    """(stream, stamp, value) of the readings in the slots of a step's parameters p (the step
+    (t_prev, t_prev + h]): the first ``taken[i]`` slots of stream i, or (None) every used slot
+    (slots fill in order; an unused one has a negative fraction). One-value readings as floats."""
+    out = []
+    for i, (b, s) in enumerate(zip(layout.blocks, streams)):
+        V = b.view(p)
+        used = range(taken[i]) if taken is not None else np.flatnonzero(V[:, 0] >= 0)
+        for j in used:
+            out.append((s, t_prev + float(V[j, 0]) * h, float(V[j, 1]) if s.dim == 1 else V[j, 1:1 + s.dim].copy()))
+    return out

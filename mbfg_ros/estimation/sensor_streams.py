@@ -14,12 +14,13 @@ INNOVATION_CLIP = 10.0       # |innovations| are clipped here, so a lone outlier
 
 
 class SensorStream:
-    """One input stream (``kind``: encoder | gyro | load_cell | command): its counts, its recent
+    """One input stream (``kind``: a sensor kind or command): its counts, its recent
     stamps (duplicates), its newest stamp of the run, and its running innovation scale.
 
     ``index`` is the sensor's index in the mechanism's list of its kind (the joint index for
-    known-input commands); ``dim`` the number of values per reading (3 for a gyro, else 1). The
-    readings themselves wait in the :class:`~mbfg_ros.estimation.schedule.StepInbox`.
+    known-input commands); ``dim`` the number of values per reading (3 for a gyro or an
+    accelerometer, else 1). The readings themselves wait in the
+    :class:`~mbfg_ros.estimation.schedule.StepInbox`.
     """
 
     def __init__(self, name: str, kind: str, index: int, dim: int) -> None:
@@ -61,3 +62,20 @@ class SensorStream:
     def set_mean_abs(self, m: float) -> None:
         self.mean_abs = m
         self.scale = max(1.0, m / GAUSSIAN_MEAN_ABS)
+
+
+def count_step(streams: list[SensorStream], stats) -> list[int]:
+    """Counts and innovation scales of the readings in the step just linearised (``stats``: the
+    step function's per-sensor outputs, mean |innovation| and down-weighted count); returns how
+    many readings of each stream it took."""
+    taken = []
+    for i, s in enumerate(streams):
+        c = s.taken
+        taken.append(c)
+        if c:
+            s.counts.used += c
+            s.set_mean_abs(float(stats[2 * i]))
+            d = stats[2 * i + 1]
+            if d:
+                s.counts.downweighted += int(d)
+    return taken

@@ -19,6 +19,14 @@ import numpy as np
 
 WILDFIRE_THRESHOLD = 0.01
 
+BATCH_FRACTION = 0.5
+"""An update whose touched keyframes are this fraction of the window or more re-eliminates the
+whole window with every keyframe in its chronological group. ISAM2 reorders every key at once
+(a batch step) when an update re-eliminates 65 % of them or more (GTSAM's ``kBatchThreshold``),
+and keys without a group are then ordered by COLAMD, which can leave the oldest keyframe inside
+the tree (``marginalizeLeaves`` then crashes the process); group labels must stay below the
+number of keys ISAM2 reorders, so the whole window is re-eliminated whenever it is grouped."""
+
 
 def key(k: int) -> int:
     """GTSAM key of keyframe k."""
@@ -92,9 +100,10 @@ class FixedLagSmoother:
         the ISAM2 indices of the added factors.
 
         ``touched`` is the oldest keyframe any added or removed factor involves. Every keyframe
-        from it to the newest gets a chronological elimination group, so whatever ISAM2
-        re-eliminates stays a chain with the oldest keyframe a leaf: ``marginalizeLeaves`` on a
-        non-leaf crashes the process (no check in release builds).
+        from it to the newest gets a chronological elimination group (every keyframe of the
+        window when that reaches :data:`BATCH_FRACTION` of it), so whatever ISAM2 re-eliminates
+        stays a chain with the oldest keyframe a leaf: ``marginalizeLeaves`` on a non-leaf
+        crashes the process (no check in release builds).
         """
         graph = gtsam.NonlinearFactorGraph()
         for f in factors:
@@ -115,14 +124,19 @@ class FixedLagSmoother:
             graph.add(gtsam.LinearContainerFactor(gtsam.JacobianFactor(
                 key(newest), np.eye(self.dim), nan, self._unit(self.dim))))
         groups = gtsam.KeyGroupMap()
+        whole = None
         if newest is not None:
             first = newest if touched is None else min(touched, newest)
             if self.keys:
                 first = max(first, self.keys[0])
+                if newest - first + 1 >= BATCH_FRACTION * (newest - self.keys[0] + 1):
+                    first = self.keys[0]            # ISAM2 may reorder every key: all of them
+                    whole = gtsam.KeyList()
+                    whole.push_back(key(first))
             for k in range(first, newest + 1):
                 groups.insert2(key(k), k - first)
         try:
-            result = self.isam.update(graph, values, remove or [], groups)
+            result = self.isam.update(graph, values, remove or [], groups, None, whole, False)
         except RuntimeError as exc:          # IndeterminantLinearSystemException and kin
             raise SolverFailure(str(exc).splitlines()[0] or type(exc).__name__) from None
         for k, x in new_keys or []:
@@ -138,7 +152,9 @@ class FixedLagSmoother:
             kl.push_back(key(k))
         try:
             added, deleted = self.isam.marginalizeLeavesWithIndices(kl)
-        except RuntimeError as exc:
+        except (RuntimeError, ValueError) as exc:
+            # (GTSAM raises ValueError when a key still has factors: its state is not to be
+            # trusted after that; the estimator's recovery replaces this smoother)
             raise SolverFailure(f"marginalising: {str(exc).splitlines()[0]}") from None
         del self.keys[:count]
         self.marginalized += count

@@ -9,14 +9,15 @@ Rows, in order:
    integration noise per coordinate, a parameter of the step (by default the configured noise
    raised to the truncation error at ``mechanism.top_speed``, :mod:`mbfg_ros.model.speed`; the
    online estimator raises it to the motion it sees, :mod:`.integration_noise`);
-2. the random walk of the slow states (unknown inputs, model-error forces, gyro biases, log
+2. the random walk of the slow states (unknown inputs, model-error forces, sensor biases, log
    gravity / mass scale);
 3. at x1: the loop closures at position, velocity and acceleration level and the equations of
    motion ``M a + h + F(v) - tau - B u - B_e e - Phi_q^T lam = 0`` (with the gravity / mass
    scale; e: the model-error forces, B_e the identity's columns of the coordinates they act
-   on, :func:`~mbfg_ros.estimation.layout.model_error_joints`);
+   on, :func:`~mbfg_ros.estimation.layout.model_error_joints`); on a rig whose closure rows are
+   redundant everywhere, a weak prior on every multiplier (``noise.multiplier``);
 4. every sensor reading of the step at its own stamp: the state is interpolated between the two
-   keyframes (the quintic Hermite of q and its derivative, linear on the rest, see
+   keyframes (q quintic Hermite on q, v, a; v cubic Hermite on v, a; linear on the rest, see
    :func:`interpolate`) and the
    sensor's residual (:mod:`mbfg_ros.estimation.sensor_residuals`) taken there, with the robust
    kernel's IRLS weight inside.
@@ -49,6 +50,8 @@ from mbfg_ros.estimation.layout import StateLayout, model_error_joints
 from mbfg_ros.estimation.native_code import native
 from mbfg_ros.estimation.sensor_residuals import StateParts, sensor_residuals
 from mbfg_ros.estimation.sensor_streams import GAUSSIAN_MEAN_ABS, INNOVATION_CLIP, INNOVATION_RATE
+from mbfg_ros.errors import AssemblyError
+from mbfg_ros.model.assembly import generic_rank, initial_state
 from mbfg_ros.model.config import EstimatorConfig, RobustLossConfig
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.speed import integration_sigmas
@@ -80,25 +83,41 @@ def quintic(s):
     return b, d
 
 
+def redundant_closures(mech: Mechanism) -> bool:
+    """Whether the closure rows are redundant at a generic pose (rank below the row count: every
+    row of Bricard's mechanism; a planar pin in a spatial model of a planar linkage is not, its
+    rows are independent in the plane), judged at the config's assembled initial pose and the
+    generic poses near it (mbfg_ros.model.assembly.generic_rank)."""
+    if not mech.m:
+        return False
+    data = mech.create_data()
+    try:
+        q0, _ = initial_state(mech, data)
+        return generic_rank(mech, data, q0).closures < mech.m
+    except AssemblyError:
+        return False
+
+
 def interpolate_motion(q0, v0, a0, q1, v1, a1, s, h: float):
     """q and v at fraction s of a step of h seconds between the keyframes (q0, v0, a0) and
-    (q1, v1, a1): the quintic Hermite of q through both keyframes' q, v and a, and its
-    derivative (v is then the quartic through v0, a0, v1, a1 whose integral over the step is
-    q1 - q0). A cubic Hermite of q on (q, v) and of v on (v, a) leaves errors of order
-    h^4 q^(4) / 384 and h^4 q^(5) / 384: on a slider-crank at 80 rad/s with 400 Hz keyframes a gyro
-    reading between the keyframes of the true motion was then off by 0.54 sigma RMS, 10.6 at a
-    dead centre; with the quintic by 0.03 and 0.5. Works on CasADi and numpy values (s may be an
-    array broadcast against the rest)."""
-    (b0, b1, b2, b3, b4, b5), (d0, d1, d2, d3, d4, d5) = quintic(s)
-    hh = h * h
-    q = b0 * q0 + b1 * h * v0 + b2 * hh * a0 + b3 * q1 + b4 * h * v1 + b5 * hh * a1
-    v = (d0 * q0 + d3 * q1) / h + d1 * v0 + d4 * v1 + h * (d2 * a0 + d5 * a1)
+    (q1, v1, a1): q from the quintic Hermite through both keyframes' q, v and a (error of order
+    h^6 q^(6), against h^4 q^(4) / 384 for the cubic Hermite on q and v: on a slider-crank at 80 rad/s
+    with 400 Hz keyframes the crank's angle between keyframes of the true motion within 1.1e-5 rad);
+    v from the cubic Hermite on v and a. (The quintic's own derivative would make v exact for
+    quintic motion too, but it reads the velocity off (q1 - q0) / h: the estimate's q and v agree
+    only within the integration noise, and on the five-bar with two coupler gyros that drove the
+    gyros 200 sigma off at the start.) Works on CasADi and numpy values (s may be an array
+    broadcast against the rest)."""
+    (b0, b1, b2, b3, b4, b5), _ = quintic(s)
+    h00, h10, h01, h11 = hermite(s)
+    q = b0 * q0 + b1 * h * v0 + b2 * h * h * a0 + b3 * q1 + b4 * h * v1 + b5 * h * h * a1
+    v = h00 * v0 + h10 * h * a0 + h01 * v1 + h11 * h * a1
     return q, v
 
 
 def interpolate(lay: StateLayout, x0, x1, s, h: float):
-    """The state at fraction s of the step: q and v from the quintic Hermite of q
-    (:func:`interpolate_motion`), the rest linear. Works on CasADi and numpy values."""
+    """The state at fraction s of the step: q from the quintic Hermite of q, v from the cubic
+    Hermite of v (:func:`interpolate_motion`), the rest linear. Works on CasADi and numpy values."""
     n = lay.n
     q, v = interpolate_motion(x0[0:n], x0[n:2 * n], x0[2 * n:3 * n], x1[0:n], x1[n:2 * n], x1[2 * n:3 * n], s, h)
     tail = (1 - s) * x0[2 * n:] + s * x1[2 * n:]
@@ -183,10 +202,12 @@ class StepLayout:
         self.acc = cfg.acceleration_constraints and m > 0
         self.closure_rows = ((3 if self.acc else 2) * m) if model_rows else 0
         self.dynamics_rows = n if model_rows else 0
+        # a weak prior on every multiplier where the closure rows are redundant everywhere
+        self.multiplier_rows = m if (model_rows and m and redundant_closures(mech)) else 0
         R = self.integration_rows + self.walk_rows
         self.phi = slice(R, R + (m if model_rows else 0))          # closure position rows
         self.dynamics_start = R + self.closure_rows                  # the equations-of-motion rows
-        R += self.closure_rows + self.dynamics_rows
+        R += self.closure_rows + self.dynamics_rows + self.multiplier_rows
         self.head = self.integration_rows + self.walk_rows          # rows that need x0
         self.blocks: list[SlotBlock] = []
         A = 0
@@ -348,15 +369,17 @@ class StepFunction:
         d = self.sym.dynamics_residual(z.q, z.v, z.a, z.lam, tau, z.u, z.gravity_scale, z.mass_scale,
                                        z.e if lay.n_e else None, model_error_joints(mech))
         out.append(d / nz.dynamics)
+        if L.multiplier_rows:
+            out.append(z.lam / nz.multiplier)
         return ca.vertcat(*out)
 
     def _random_walk_sigmas(self) -> np.ndarray:
         nz, lay = self.cfg.noise, self.lay
         out = [nz.input_random_walk] * lay.n_u
         out += [self.cfg.model_error.random_walk] * lay.n_e
-        for g, sl in zip(self.mech.gyros, lay.bias_slices):
+        for sensor, sl in zip(self.mech.sensors, lay.bias_slices):
             if sl is not None:
-                out += [max(g.config.bias_instability, 1e-9)] * (sl.stop - sl.start)
+                out += [max(sensor.bias_instability, 1e-9)] * (sl.stop - sl.start)
         if lay.has_gravity:
             out.append(nz.gravity_random_walk)
         if lay.has_mass:

@@ -25,7 +25,7 @@ topic                           type                                content
 ``/tf``                         tf2_msgs/msg/TFMessage              parent -> child link of every
                                                                     movable joint
 ``/tf_static``                  tf2_msgs/msg/TFMessage              fixed joints, config frames,
-                                                                    gyro frame ids, world_frame
+                                                                    Imu frame ids, world_frame
                                                                     (once, latched)
 ``/diagnostics``                diagnostic_msgs/msg/DiagnosticArray sensors, inputs and solver
 ==============================  ==================================  =============================
@@ -42,13 +42,12 @@ from typing import Iterable
 import numpy as np
 import pinocchio as pin
 
-from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.outputs import Estimate, Forces
+from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.io import messages as msgs
-from mbfg_ros.io.sensor_health import ERROR, OK, WARN, divergence_verdicts
-from mbfg_ros.model.channels import command_joint
+from mbfg_ros.intake.sensor_health import ERROR, OK, WARN, divergence_verdicts
+from mbfg_ros.model.channels import command_joint, load_cell_frame
 from mbfg_ros.model.mechanism import Mechanism, MechanismData
-from mbfg_ros.sim.sensors import load_cell_frame as sensor_frame_of_load_cell
 
 TF_MESSAGE = "tf2_msgs/msg/TFMessage"
 DIAGNOSTIC_ARRAY = "diagnostic_msgs/msg/DiagnosticArray"
@@ -84,12 +83,6 @@ def output_topics(mech: Mechanism, names: OutputNames, covariance: bool = False)
     out["/tf_static"] = TF_MESSAGE
     out["/diagnostics"] = DIAGNOSTIC_ARRAY
     return out
-
-
-def load_cell_frame(mech: Mechanism, k: int) -> str:
-    """The frame of load cell k's estimated reading: the frame its own messages use (a TF frame,
-    never a joint name)."""
-    return sensor_frame_of_load_cell(mech, k)
 
 
 def estimate_messages(mech: Mechanism, e: Estimate, forces: Forces | None, stamp_ns: int,
@@ -168,8 +161,9 @@ def transform_stamped(stamp_ns: int, parent: str, child: str, values):
 def static_tf_message(mech: Mechanism, stamp_ns: int, names: OutputNames, world_frame: str = ""):
     """TFMessage of every frame that never moves relative to its parent, so that every frame id
     the estimator publishes (and the rig's sensor messages carry) resolves in TF: the URDF's
-    fixed joints; the config's ``frames`` on their parent; each gyro's ``frame_id`` on its
-    ``frame``, turned by ``rotation_rpy`` (unless a link or frame already has that name); and
+    fixed joints; the config's ``frames`` on their parent; each Imu sensor's (gyro's,
+    accelerometer's) ``frame_id`` on its ``frame``, turned by ``rotation_rpy`` (unless a link or
+    frame already has that name); and
     ``world_frame`` on the URDF's root link (identity), if given. For /tf_static."""
     msg = tf_message(mech, mech.create_data(), np.zeros(mech.n), stamp_ns, names, fixed=True)
     known = {mech.urdf.root_link} | {j.child for j in mech.urdf.tree} | {j.parent for j in mech.urdf.tree}
@@ -178,13 +172,14 @@ def static_tf_message(mech: Mechanism, stamp_ns: int, names: OutputNames, world_
         msg.transforms.append(_transform(stamp_ns, names.frame(mech.tf_frame(fc.parent)),
                                          names.frame(fc.name), M))
         known.add(fc.name)
-    for g in mech.config.sensors.gyros:
-        frame_id = g.frame_id or g.name
-        if frame_id in known:
+    for sensor in mech.sensors:
+        mount = sensor.mount(mech)
+        if mount is None or mount[1] in known:
             continue
+        frame, frame_id, rpy = mount
         known.add(frame_id)
-        M = pin.SE3(pin.rpy.rpyToMatrix(*g.rotation_rpy), np.zeros(3))
-        msg.transforms.append(_transform(stamp_ns, names.frame(mech.tf_frame(g.frame)),
+        M = pin.SE3(pin.rpy.rpyToMatrix(*rpy), np.zeros(3))
+        msg.transforms.append(_transform(stamp_ns, names.frame(mech.tf_frame(frame)),
                                          names.frame(frame_id), M))
     root = names.frame(mech.urdf.root_link)
     if world_frame and world_frame != root:
@@ -246,28 +241,29 @@ def sensor_period(mech: Mechanism, name: str) -> float:
     return 0.01
 
 
-def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: int,
+def diagnostics_message(mech: Mechanism, status: EstimatorStatus, now: float, stamp_ns: int,
                         node_name: str = DEFAULT_NAMESPACE, silence: float = 0.5,
                         extra: Iterable = (), topic_names: dict[str, str] | None = None,
                         verdicts: dict | None = None, sensor_values: dict | None = None):
-    """DiagnosticArray: one status per sensor (WARN when silent for more than ``silence`` s or
-    5 periods, whichever is longer), one for the solver, plus ``extra`` statuses given as
+    """DiagnosticArray of an estimator's ``status`` at ``now`` (s, the estimator's time base):
+    one status per sensor (WARN when silent for more than ``silence`` s or 5 periods, whichever
+    is longer), one for the solver, plus ``extra`` statuses given as
     (name, level, message, values) by the caller (e.g. the node's input queue). Status names
     start with ``node_name``, the node's fully qualified name (``/rig1/mbfg_estimator: solver``),
     so the statuses of namespaced estimators never collide. A sensor status's hardware_id is its
     topic, as ``topic_names`` resolves the config's name (the node: its namespace and remaps).
 
-    ``verdicts`` ({sensor: (level, message)}, from :class:`~mbfg_ros.io.sensor_health.SensorHealth`)
+    ``verdicts`` ({sensor: (level, message)}, from :class:`~mbfg_ros.intake.sensor_health.SensorHealth`)
     are the caller's judgement of each sensor over a recent window: a sensor listed there gets
     it (it beats "silent": readings arrive, but none is usable), and with ``verdicts`` given the
     judgement on the run's cumulative counts is left out (it would never clear).
     ``sensor_values`` adds values per sensor. A sensor the estimator's divergence test flags now
-    is ERROR naming the figure (:func:`~mbfg_ros.io.sensor_health.divergence_verdicts`), and so
+    is ERROR naming the figure (:func:`~mbfg_ros.intake.sensor_health.divergence_verdicts`), and so
     is the solver."""
     statuses = []
     topics = {s.name: s.topic for s in mech.config.sensors.all()}
-    diverged = divergence_verdicts(est.health.divergence)     # ERROR (lost) / WARN (strained): beat the others
-    for name, c in est.counts().items():
+    diverged = divergence_verdicts(status.health.divergence)     # ERROR (lost) / WARN (strained): beat the others
+    for name, c in status.counts.items():
         joint = command_joint(name)
         if joint is not None:
             topic = mech.config.joint(joint).topic
@@ -294,13 +290,13 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
             "rejected_duplicate": c.rejected_duplicate, "downweighted": c.downweighted,
             "discarded": c.discarded, "pending": c.pending,
             "last_stamp": "none" if c.last_stamp is None else f"{c.last_stamp:.6f}"}
-        if name in est.health.divergence.rms:
-            values["residual_rms_in_divergence_window_sigma"] = round(est.health.divergence.rms[name], 2)
+        if name in status.health.divergence.rms:
+            values["residual_rms_in_divergence_window_sigma"] = round(status.health.divergence.rms[name], 2)
         values.update((sensor_values or {}).get(name, {}))
         statuses.append(_status(f"{node_name}: sensor {name}", level, message, topic, values))
-    h = est.health
+    h = status.health
     mean, p99, mx = h.latency()
-    e = est.estimate()
+    e = status.estimate
     level, message = OK, "tracking"
     if e is None:
         level, message = WARN, "waiting for data"
@@ -315,7 +311,7 @@ def diagnostics_message(mech: Mechanism, est: Estimator, now: float, stamp_ns: i
         level = WARN
         message += "; fitted worse than their noise: " + ", ".join(
             f"{n} {r:.1f} sigma" for n, r in h.divergence.strained.items())
-    if p99 > 1e3 / est.cfg.keyframe_rate:
+    if p99 > 1e3 / status.keyframe_rate:
         level = max(level, WARN)
         message += f"; update p99 {p99:.2f} ms exceeds the keyframe period"
     values = {"keyframes": h.keyframes, "update_mean_ms": mean, "update_p99_ms": p99,

@@ -31,8 +31,9 @@ from mbfg_ros.io.bag_writer import BagWriter
 from mbfg_ros.io.log_map import TIME_UNITS_NS, ChannelColumns, LogMap, check_log_map
 from mbfg_ros.io.log_tables import LogError, LogTable, read_log_table
 from mbfg_ros.io.simulation_messages import sensor_messages
+from mbfg_ros.model.channels import channel_names
 from mbfg_ros.model.mechanism import Mechanism
-from mbfg_ros.sim.sensors import Sample, channel_names, sensor_channels
+from mbfg_ros.sim.sensors import Sample, sensor_channels
 
 MAX_GAPS_LISTED = 5
 
@@ -152,6 +153,7 @@ def log_samples(table: LogTable, log_map: LogMap, mech: Mechanism) -> LogImport:
     """The samples of every mapped channel of ``table`` (see the module docstring)."""
     bound = check_log_map(log_map, mech)
     topics = {c.name: c.topic for c in sensor_channels(mech)}
+    dims = {c.name: c.model.dim for c in sensor_channels(mech)}
     ns, valid = row_stamps(table, log_map)
     rows = np.nonzero(valid)[0]
     if not rows.size:
@@ -179,7 +181,7 @@ def log_samples(table: LogTable, log_map: LogMap, mech: Mechanism) -> LogImport:
         stats.written = int(idx.size)
         _timing(stats, ns[idx], first, log_map.gap_factor)
         channels.append(stats)
-        full = np.zeros((idx.size, 3 if kind == "gyro" else 1))
+        full = np.zeros((idx.size, dims.get(ch.channel, 1)))
         full[:, list(ch.axes)] = values[idx]
         rel = (ns[idx] - epoch) / 1e9
         streams.append([Sample(ch.channel, kind, t, t, v) for t, v in zip(rel.tolist(), full)])

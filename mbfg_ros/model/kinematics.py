@@ -107,7 +107,7 @@ class FrameSet:
             oMf = d.oMf[fid]
             self.P[i] = oMf.translation
             self.R[i] = oMf.rotation
-            J = pin.getFrameJacobian(m, d, fid, LWA)
+            J = pin.getFrameJacobian(m, d, fid, LWA).reshape(6, self.n)   # (6,) when n == 1
             self.JL[i] = J[:3]
             self.JA[i] = J[3:]
 
@@ -117,7 +117,7 @@ class FrameSet:
         for k in range(self.n):
             pin.computeJointJacobiansTimeVariation(m, d, q, self._eye[k])
             for i, fid in enumerate(self.fids):
-                dJ = pin.getFrameJacobianTimeVariation(m, d, fid, LWA)
+                dJ = pin.getFrameJacobianTimeVariation(m, d, fid, LWA).reshape(6, self.n)
                 HL[i, :, :, k] = dJ[:3]
                 if self._angular:
                     HA[i, :, :, k] = dJ[3:]
@@ -140,13 +140,13 @@ class FrameSet:
             self.ACC[i] = pin.getFrameClassicalAcceleration(m, d, fid, LWA).linear
             _, daq, dav, daa = pin.getPointClassicAccelerationDerivatives(m, d, joint, placement, LWA)
             D = self.DACC[i]
-            D[:, :n] = daq
-            D[:, n:2 * n] = dav
-            D[:, 2 * n:] = daa
+            D[:, :n] = daq.reshape(3, n)
+            D[:, n:2 * n] = dav.reshape(3, n)
+            D[:, 2 * n:] = daa.reshape(3, n)
             if self._angular:
                 self.ALPHA[i] = pin.getFrameAcceleration(m, d, fid, LWA).angular
                 _, aq, av, aa = pin.getFrameAccelerationDerivatives(m, d, fid, LWA)
                 D = self.DALPHA[i]
-                D[:, :n] = aq[3:]
-                D[:, n:2 * n] = av[3:]
-                D[:, 2 * n:] = aa[3:]
+                D[:, :n] = aq.reshape(6, n)[3:]
+                D[:, n:2 * n] = av.reshape(6, n)[3:]
+                D[:, 2 * n:] = aa.reshape(6, n)[3:]

@@ -13,11 +13,12 @@ so that theta = 0 is the config's model:
 - ``friction``: per joint ``viscous`` (N m s/rad or N s/m) and ``coulomb`` (N m or N; its
   smoothing ``coulomb_velocity`` stays the config's);
 - ``armature`` (kg m^2 or kg) and ``offset`` (N m or N) per joint;
-- ``encoder``: per encoder its ``offset`` (rad or m: reading = position + offset);
-- ``gyro``: per measured axis ``bias_<axis>`` (rad/s) and ``scale_<axis>`` (reading = scale x
-  angular velocity + bias);
-- ``load_cell``: per load cell ``offset`` (N or N m) and ``scale`` (reading = scale x load +
-  offset).
+- the sensors' calibration, one group per sensor kind that has one (its module in
+  :mod:`mbfg_ros.sensors` says what: :meth:`~mbfg_ros.sensors.base.SensorModel.calibration`):
+  ``encoder``: per encoder its ``offset`` (rad or m: reading = position + offset); ``gyro``: per
+  measured axis ``bias_<axis>`` (rad/s) and ``scale_<axis>`` (reading = scale x angular
+  velocity + bias); ``load_cell``: per load cell ``offset`` (N or N m) and ``scale`` (reading =
+  scale x load + offset).
 
 :class:`ParametricMechanism` is :class:`~mbfg_ros.model.symbolic.SymbolicMechanism` with those
 changes added to its expressions; the estimator's step function built on it takes them as the
@@ -32,13 +33,17 @@ import casadi as ca
 import numpy as np
 
 from mbfg_ros.errors import ConfigError
-from mbfg_ros.model.mechanism import Mechanism, load_cell_unit
+from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.symbolic import SymbolicMechanism, _Inertia
 
 GROUPS = ("inertia", "friction", "armature", "offset", "encoder", "gyro", "load_cell")
 """Parameter groups, in the order of the parameter vector."""
 DYNAMICS_GROUPS = ("inertia", "friction", "armature", "offset")
 """The groups that enter the equations of motion (identifiable only where the efforts are known)."""
+SENSOR_GROUPS = ("encoder", "gyro", "load_cell")
+"""The groups of the sensors' calibration: a sensor kind's name; its constants are the kind's
+:meth:`~mbfg_ros.sensors.base.SensorModel.calibration`, which its residual takes through
+:meth:`ParametricMechanism.constant`."""
 INERTIAL = ("mass", "mx", "my", "mz", "ixx", "ixy", "ixz", "iyy", "iyz", "izz")
 """A body's standard inertial parameters, in their order."""
 _SYMMETRIC = ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))     # ixx ixy ixz iyy iyz izz
@@ -100,25 +105,10 @@ def model_parameters(mech: Mechanism, groups: tuple[str, ...] = GROUPS) -> list[
                 units = dict(zip(("viscous", "coulomb", "armature", "offset"), lin[bool(mech.angular[i])]))
                 for f in fields:
                     out.append(Parameter(f"{name}.{f}", group, name, f, float(getattr(jc[i], f)), units[f], i))
-        elif group == "encoder":
-            for k, e in enumerate(mech.encoders):
-                unit = "rad" if e.angular else "m"
-                out.append(Parameter(f"{e.config.name}.offset", group, e.config.name, "offset", e.config.offset,
-                                     unit, k))
-        elif group == "gyro":
-            for k, g in enumerate(mech.gyros):
-                for a in g.rows:
-                    ax, a = "xyz"[int(a)], int(a)
-                    out.append(Parameter(f"{g.config.name}.bias_{ax}", group, g.config.name, f"bias_{ax}",
-                                         g.config.bias[a], "rad/s", k, a))
-                    out.append(Parameter(f"{g.config.name}.scale_{ax}", group, g.config.name, f"scale_{ax}",
-                                         g.config.scale[a], "", k, a))
-        elif group == "load_cell":
-            for k, c in enumerate(mech.load_cells):
-                unit = load_cell_unit(mech, k)
-                out.append(Parameter(f"{c.config.name}.offset", group, c.config.name, "offset", c.config.offset,
-                                     unit, k))
-                out.append(Parameter(f"{c.config.name}.scale", group, c.config.name, "scale", c.config.scale, "", k))
+        else:                                   # a sensor kind's calibration
+            for k, sensor in enumerate(mech.sensors_of(group)):
+                out += [Parameter(f"{sensor.name}.{c.field}", group, sensor.name, c.field, float(c.value), c.unit,
+                                  k, c.axis) for c in sensor.calibration(mech)]
     names = [p.name for p in out]
     for n in names:
         if names.count(n) > 1:
@@ -142,6 +132,7 @@ class ParametricMechanism(SymbolicMechanism):
         self.dynamics_weights = dynamics_weights
         self.parameter_count = len(self.parameters) + (self.n if dynamics_weights else 0)
         self._where = {(p.group, p.field, p.index, p.axis): i for i, p in enumerate(self.parameters)}
+        self._named = {(p.owner, p.field): i for i, p in enumerate(self.parameters) if p.group in SENSOR_GROUPS}
         self._theta = ca.SX.zeros(self.parameter_count)
 
     def bind_parameters(self, theta) -> None:
@@ -200,31 +191,7 @@ class ParametricMechanism(SymbolicMechanism):
         return r
 
     # sensors -------------------------------------------------------------------------------
-    def encoder(self, k: int, q):
-        y = super().encoder(k, q)
-        d = self._d("encoder", "offset", k)
-        return y if d is None else y + d
-
-    def gyro(self, k: int, q, v):
-        y = super().gyro(k, q, v)
-        w = self.gyro_rate(k, q, v)
-        rows = []
-        for j, a in enumerate(self.mech.gyros[k].rows):
-            ax = "xyz"[int(a)]
-            yj = y[j]
-            b, s = self._d("gyro", f"bias_{ax}", k, int(a)), self._d("gyro", f"scale_{ax}", k, int(a))
-            if s is not None:
-                yj = yj + s * w[j]
-            if b is not None:
-                yj = yj + b
-            rows.append(yj)
-        return ca.vertcat(*rows)
-
-    def load_cell(self, k: int, q, v, a, lam, u, tau):
-        y = super().load_cell(k, q, v, a, lam, u, tau)
-        o, s = self._d("load_cell", "offset", k), self._d("load_cell", "scale", k)
-        if s is not None:
-            y = y + s * self.load(k, q, v, a, lam, u, tau)
-        if o is not None:
-            y = y + o
-        return y
+    def constant(self, owner: str, field: str, value: float):
+        """A sensor's calibration constant plus its parameter's change, when it is one."""
+        i = self._named.get((owner, field))
+        return value if i is None else value + self._theta[i]

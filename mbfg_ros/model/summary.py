@@ -9,37 +9,15 @@ import numpy as np
 
 from mbfg_ros.model.speed import integration_sigmas, needed_keyframe_rate, rad_per_keyframe, rate_for_default_noise
 from mbfg_ros.model.closures import ROWS
+from mbfg_ros.model.config import KEYFRAME_RATE_RANGE
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.observability import observability
 from mbfg_ros.model.validation import SINGULAR_CONDITION, load_rig
+from mbfg_ros.sensors.registry import describe as describe_sensor
 
 
 def _sensor_facts(mech: Mechanism) -> list[dict[str, Any]]:
-    out = []
-    for e in mech.encoders:
-        c = e.config
-        out.append({"name": c.name, "kind": "encoder", "joint": c.joint, "topic": c.topic,
-                    "rate": c.rate, "noise": c.noise, "resolution": c.resolution,
-                    "unit": "rad" if e.angular else "m",
-                    "message": "sensor_msgs/msg/JointState"})
-    for g in mech.gyros:
-        c = g.config
-        out.append({"name": c.name, "kind": "gyro", "frame": c.frame, "axes": list(c.axes),
-                    "topic": c.topic, "rate": c.rate, "noise": c.noise, "unit": "rad/s",
-                    "bias_instability": c.bias_instability, "message": "sensor_msgs/msg/Imu"})
-    for cell in mech.load_cells:
-        c = cell.config
-        what = {"closure": f"closure {c.closure}", "joint": f"joint {c.joint}",
-                "actuator": f"actuator {c.joint}"}[c.measures]
-        unit = "N" if c.component == "force" else "N m"
-        if c.measures == "actuator":
-            unit = "N m" if mech.angular[mech.index[c.joint]] else "N"
-        out.append({"name": c.name, "kind": "load_cell", "measures": c.measures, "of": what,
-                    "component": c.component, "axis": list(c.axis),
-                    "frame": mech.model.frames[cell.frame_id].name if cell.frame_id >= 0 else "",
-                    "topic": c.topic, "rate": c.rate, "noise": c.noise, "unit": unit,
-                    "message": "geometry_msgs/msg/WrenchStamped"})
-    return out
+    return [s.facts(mech) for s in mech.sensors]
 
 
 TIGHT_RELINEARIZATION = 1e-4
@@ -68,6 +46,26 @@ def _model_error_warning(mech, est, obs) -> str | None:
                 "nothing corrects a linearisation error, the scale can drift and the estimate take "
                 f"another motion; set relinearize_threshold to {TIGHT_RELINEARIZATION:g} or less")
     return None
+
+
+def _speed_warning(mech: Mechanism, needed: float) -> str | None:
+    """The `mbfg check` warning when ``keyframe_rate`` is below what the top speed needs (or the
+    need is beyond the estimator's largest rate), else None."""
+    cfg, est = mech.config, mech.config.estimator
+    if not cfg.top_speed or est.keyframe_rate >= needed - 1e-9:
+        return None
+    top = KEYFRAME_RATE_RANGE[1]
+    why = (f"({rad_per_keyframe(mech.dof_positions_sensed):g} rad per keyframe"
+           f"{'' if mech.dof_positions_sensed else ', no encoder on a DOF'})")
+    if needed > top:
+        return (f"a top speed of {cfg.top_speed:g} rad/s needs {needed:g} Hz {why}, beyond the {top:g} Hz the "
+                f"estimator allows: keyframe_rate {est.keyframe_rate:g} Hz takes "
+                f"{cfg.top_speed / est.keyframe_rate:.2f} rad per keyframe at top speed; the adaptive Gauss-Newton "
+                "and integration noise hold short, rough motions there (the IFToMM squeezer at 1140 rad/s), but "
+                "watch the divergence reports")
+    return (f"keyframe_rate {est.keyframe_rate:g} Hz is below the {needed:g} Hz a top speed of "
+            f"{cfg.top_speed:g} rad/s needs {why}: readings between keyframes will not be explained and the "
+            f"divergence test will flag them; set keyframe_rate: {needed:g} (or auto)")
 
 
 def summarize(config_path: str | Path) -> dict[str, Any]:
@@ -104,12 +102,7 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
                  est.noise.integration_velocity, cfg.top_speed) or None,
              "integration_position": sq, "integration_velocity": sv,
              "integration_noise_raised": bool(sq > est.noise.integration_position or sv > est.noise.integration_velocity),
-             "warning": (f"keyframe_rate {est.keyframe_rate:g} Hz is below the {needed:g} Hz a top speed of "
-                         f"{cfg.top_speed:g} rad/s needs ({rad_per_keyframe(mech.dof_positions_sensed):g} rad per keyframe"
-                         f"{'' if mech.dof_positions_sensed else ', no encoder on a DOF'}): readings between "
-                         "keyframes will not be explained and the divergence test will flag them; set "
-                         f"keyframe_rate: {needed:g} (or auto)") if cfg.top_speed and est.keyframe_rate < needed - 1e-9
-             else None}
+             "warning": _speed_warning(mech, needed)}
     return {
         "name": cfg.name,
         "config": str(Path(config_path)),
@@ -128,6 +121,8 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
         "dof_joints": list(mech.dof_names),
         "initial_q": [float(x) for x in q0],
         "initial_v": [float(x) for x in v0],
+        "springs": [{"name": sp.name, "frame_a": sp.frame_a, "frame_b": sp.frame_b, "stiffness": sp.stiffness,
+                     "rest_length": sp.rest_length, "damping": sp.damping} for sp in cfg.springs],
         "sensors": _sensor_facts(mech),
         "observable": obs.observable,
         "unobservable": obs.unobservable,
@@ -183,16 +178,15 @@ def format_summary(f: dict[str, Any]) -> str:
     if not f["closures"]:
         lines.append("  none (an open chain)")
     lines.append(f"Degrees of freedom: {f['dof']} (independent coordinates: {', '.join(f['dof_joints'])})")
+    for sp in f["springs"]:
+        lines.append(f"Spring {sp['name']}: {sp['frame_a']} -> {sp['frame_b']}, stiffness {sp['stiffness']:g} N/m, "
+                     f"rest length {sp['rest_length']:g} m, damping {sp['damping']:g} N s/m")
     lines.append(f"Sensors ({len(f['sensors'])}):")
+    wn = max([18] + [len(s["name"]) for s in f["sensors"]])
+    wk = max([9] + [len(s["kind"]) for s in f["sensors"]])
     for s in f["sensors"]:
-        if s["kind"] == "encoder":
-            what = f"joint {s['joint']}"
-        elif s["kind"] == "gyro":
-            what = f"frame {s['frame']} axes {''.join(s['axes'])}"
-        else:
-            what = f"{s['of']} {s['component']} along {tuple(round(a, 3) for a in s['axis'])}" + \
-                   (f" in {s['frame']}" if s["frame"] else "")
-        lines.append(f"  {s['name']:<18} {s['kind']:<9} {what:<44} {s['topic']:<22} "
+        what = describe_sensor(s)
+        lines.append(f"  {s['name']:<{wn}} {s['kind']:<{wk}} {what:<44} {s['topic']:<22} "
                      f"{s['rate']:>7g} Hz  noise {s['noise']:g} {s['unit']}")
     if f["inputs_estimated"] or f["inputs_known"]:
         lines.append(f"Inputs: estimated {', '.join(f['inputs_estimated']) or '-'}; "

@@ -1,4 +1,4 @@
-"""CasADi SX expressions of a mechanism's kinematics, dynamics, loop closures and sensor models.
+"""CasADi SX expressions of a mechanism's kinematics, dynamics and loop closures.
 
 Built from the pinocchio model a :class:`~mbfg_ros.model.mechanism.Mechanism` compiles (joint
 placements, motion subspaces, inertias, frames, gravity), so every expression equals the numeric
@@ -95,7 +95,8 @@ class Placement:
 
 
 class SymbolicMechanism:
-    """CasADi SX expressions of a Mechanism's kinematics, dynamics, closures and sensor models.
+    """CasADi SX expressions of a Mechanism's kinematics, dynamics and closures (the sensor kinds
+    of :mod:`mbfg_ros.sensors` build their models from them).
 
     Every method takes SX column vectors (or numbers) and returns SX; nothing is evaluated."""
 
@@ -108,6 +109,13 @@ class SymbolicMechanism:
     def bind_parameters(self, theta) -> None:
         """Build the expressions that follow with ``theta`` (SX, :attr:`parameter_count`) as
         the parameters (nothing to bind here)."""
+
+    def constant(self, owner: str, field: str, value: float):
+        """A number of the config an expression takes (a sensor's calibration: ``owner`` the
+        sensor, ``field`` its calibration field, see
+        :meth:`~mbfg_ros.sensors.base.SensorModel.calibration`): ``value`` here; a model with
+        parameters adds that parameter's change."""
+        return value
 
     def __init__(self, mech) -> None:
         self.mech = mech
@@ -193,16 +201,14 @@ class SymbolicMechanism:
         lin, ang = self.joint_velocities(q, v)[fr.parentJoint]
         return Placement.of(fr.placement).motion_inverse(lin, ang)
 
-    # ----------------------------------------------------------------------------------------
-    # dynamics
-    def _rnea(self, q, v, a, gravity_scale=1.0, mass_scale=1.0, fext=None):
-        """Recursive Newton-Euler: (tau, per-joint spatial force f_i transmitted from the parent,
-        in joint frame i). ``fext``: external forces per joint (local frames), or None."""
-        local = self._local(q)
-        nj = len(self.joints) + 1
-        vel = [(ca.DM.zeros(3), ca.DM.zeros(3))]
-        acc = [(-gravity_scale * ca.DM(self.gravity), ca.DM.zeros(3))]
-        f = [None] * nj
+    def joint_motions(self, q, v, a, local: list[Placement] | None = None,
+                      base_acceleration: tuple | None = None) -> tuple[list, list]:
+        """Spatial velocity and spatial acceleration (linear, angular) of every joint in its own
+        frame (pinocchio's data.v and data.a after forwardKinematics(q, v, a)); the base's
+        acceleration is ``base_acceleration`` (default zero; RNEA gives it -g for gravity)."""
+        local = local or self._local(q)
+        zero = (ca.DM.zeros(3), ca.DM.zeros(3))
+        vel, acc = [zero], [base_acceleration or zero]
         for i, j in enumerate(self.joints, start=1):
             Sl, Sa = self._subspace(j)
             qd, qdd = v[j.index], a[j.index]
@@ -214,6 +220,29 @@ class SymbolicMechanism:
             aa = aa + Sa * qdd + ca.cross(va, Sa * qd)
             vel.append((vl, va))
             acc.append((al, aa))
+        return vel, acc
+
+    def frame_acceleration(self, q, v, a, frame_id: int) -> tuple:
+        """(classical linear acceleration of the frame's origin, angular acceleration), both in
+        the frame's own coordinates (pinocchio getFrameClassicalAcceleration, LOCAL)."""
+        fr = self.model.frames[frame_id]
+        vel, acc = self.joint_motions(q, v, a)
+        X = Placement.of(fr.placement)
+        vl, va = X.motion_inverse(*vel[fr.parentJoint])
+        al, aa = X.motion_inverse(*acc[fr.parentJoint])
+        return al + ca.cross(va, vl), aa
+
+    # ----------------------------------------------------------------------------------------
+    # dynamics
+    def rnea_forces(self, q, v, a, gravity_scale=1.0, mass_scale=1.0, fext=None):
+        """Recursive Newton-Euler: (tau, per-joint spatial force f_i transmitted from the parent,
+        in joint frame i). ``fext``: external forces per joint (local frames), or None."""
+        local = self._local(q)
+        nj = len(self.joints) + 1
+        vel, acc = self.joint_motions(q, v, a, local, (-gravity_scale * ca.DM(self.gravity), ca.DM.zeros(3)))
+        f = [None] * nj
+        for i in range(1, nj):
+            (vl, va), (al, aa) = vel[i], acc[i]
             fl, fa = self._inertia_times(i, al, aa, mass_scale)
             hl, ha = self._inertia_times(i, vl, va, mass_scale)
             # f_i = I a + v x* (I v) - fext
@@ -249,7 +278,7 @@ class SymbolicMechanism:
         """Inverse dynamics M(q) a + C(q, v) v + s G(q) (the mass-scaled link's inertia times
         ``mass_scale``), minus the external forces' generalised effort; M includes the joints'
         armature, as pinocchio's rnea does."""
-        return self._rnea(q, v, a, gravity_scale, mass_scale, fext)[0] + self.armature_effort(a)
+        return self.rnea_forces(q, v, a, gravity_scale, mass_scale, fext)[0] + self.armature_effort(a)
 
     def armature_effort(self, a):
         """diag(armature) a: the effort that turns the rotors reflected through the gears."""
@@ -270,16 +299,38 @@ class SymbolicMechanism:
             out.append(f)
         return ca.vertcat(*out)
 
+    def spring_ends(self, q, v, placements: list[Placement] | None = None) -> list[tuple]:
+        """Per spring: (its model, p_A, p_B, tension F = k (L - L0) + c L') (base frame)."""
+        P = placements or self.joint_placements(q)
+        out = []
+        for spring in self.mech.springs.springs:
+            pa = self.frame_pose(q, spring.frame_a, P)[1]
+            pb = self.frame_pose(q, spring.frame_b, P)[1]
+            L = ca.norm_2(pb - pa)
+            c = spring.config
+            F = c.stiffness * (L - c.rest_length) + c.damping * ca.jtimes(L, q, v)
+            out.append((spring, pa, pb, F))
+        return out
+
+    def spring_force(self, q, v):
+        """Q_s: the springs' generalised force, -sum F L_q^T (= SpringSet.generalized_force)."""
+        Q = ca.DM.zeros(self.n)
+        for _, pa, pb, F in self.spring_ends(q, v):
+            Q = Q - ca.jtimes(ca.norm_2(pb - pa), q, F, True)
+        return Q
+
     def dynamics_residual(self, q, v, a, lam, tau, u, gravity_scale=1.0, mass_scale=1.0, model_error=None,
                           model_error_joints=None):
-        """RNEA + F(v) + o - tau - B u - B_e e - Phi_q^T lam (= Mechanism.inverse_dynamics(...).r
-        minus B_e e; o: the joints' constant offsets). ``model_error`` e: generalised forces on
-        the coordinates ``model_error_joints`` (indices; default the DOF), or None; B_e = the
-        identity's columns of those coordinates."""
+        """RNEA + F(v) + o - tau - B u - Q_s - B_e e - Phi_q^T lam (= Mechanism.inverse_dynamics(...).r
+        minus B_e e; o: the joints' constant offsets, Q_s: the springs' generalised force).
+        ``model_error`` e: generalised forces on the coordinates ``model_error_joints`` (indices;
+        default the DOF), or None; B_e = the identity's columns of those coordinates."""
         mech = self.mech
         r = self.rnea(q, v, a, gravity_scale, mass_scale) + self.friction(v)
         if mech.has_offset:
             r = r + ca.DM(mech.offset)
+        if mech.springs:
+            r = r - self.spring_force(q, v)
         r = r - tau
         if mech.n_u:
             r = r - ca.mtimes(ca.DM(mech.B), u)
@@ -292,7 +343,7 @@ class SymbolicMechanism:
 
     # ----------------------------------------------------------------------------------------
     # closures
-    def _closure_frames(self, q) -> list[tuple]:
+    def closure_frames(self, q) -> list[tuple]:
         P = self.joint_placements(q)
         return [self.frame_pose(q, fid, P) for fid in self.mech.closure_frame_ids]
 
@@ -311,7 +362,7 @@ class SymbolicMechanism:
         """Phi(q): every closure row u_r . w_r - c_r, in the mechanism's row order."""
         if not self.mech.m:
             return ca.SX(0, 1)
-        frames = frames or self._closure_frames(q)
+        frames = frames or self.closure_frames(q)
         rows = []
         for g in self._groups:
             U = self._vector(g.ukind, g.u0, g.uslot, g.uscale, g, frames)
@@ -329,7 +380,7 @@ class SymbolicMechanism:
         phidd = ca.jtimes(phid, q, v) + ca.jtimes(phi, q, a)
         return phi, phid, phidd
 
-    def _reaction(self, groups: list[RowGroup], frames, lam) -> tuple:
+    def reaction(self, groups: list[RowGroup], frames, lam) -> tuple:
         """Force and torque (base frame) a closure exerts on frame B's body at p_B, and on frame
         A's body at p_A (see closures.reaction_wrench and mechanism._reaction_on_a)."""
         A, B = frames[groups[0].aslot], frames[groups[0].bslot]
@@ -356,10 +407,10 @@ class SymbolicMechanism:
 
     def closure_wrenches_in_frame_b(self, q, lam) -> list[tuple]:
         """Every closure's (force, torque) on frame_b's body at its origin, in frame_b."""
-        frames = self._closure_frames(q)
+        frames = self.closure_frames(q)
         out = []
         for groups in self.mech.closure_groups:
-            fB, tB, _, _ = self._reaction(groups, frames, lam)
+            fB, tB, _, _ = self.reaction(groups, frames, lam)
             R = frames[groups[0].bslot][0]
             out.append((ca.mtimes(R.T, fB), ca.mtimes(R.T, tB)))
         return out
@@ -371,7 +422,7 @@ class SymbolicMechanism:
         frames = [self.frame_pose(q, fid, P) for fid in self.mech.closure_frame_ids]
         fext = [None] * (len(self.joints) + 1)
         for groups in self.mech.closure_groups:
-            fB, tB, fA, tA = self._reaction(groups, frames, lam)
+            fB, tB, fA, tA = self.reaction(groups, frames, lam)
             for slot, f, t in ((groups[0].bslot, fB, tB), (groups[0].aslot, fA, tA)):
                 jid = self.model.frames[self.mech.closure_frame_ids[slot]].parentJoint
                 if jid == 0:
@@ -381,63 +432,19 @@ class SymbolicMechanism:
                 fext[jid] = loc if fext[jid] is None else (fext[jid][0] + loc[0], fext[jid][1] + loc[1])
         return fext
 
-    # ----------------------------------------------------------------------------------------
-    # sensors
-    def encoder(self, k: int, q):
-        """Encoder k's reading (= Mechanism.encoder): its joint's position + its offset."""
-        e = self.mech.encoders[k]
-        return q[e.index] + e.config.offset if e.config.offset else q[e.index]
-
-    def gyro_rate(self, k: int, q, v):
-        """Angular velocity in the gyro's frame, its measured axes (rad/s, before calibration)."""
-        g = self.mech.gyros[k]
-        _, ang = self.frame_velocity(q, v, g.frame_id)
-        w = ca.mtimes(ca.DM(g.R_mount.T), ang)
-        return ca.vertcat(*[w[int(i)] for i in g.rows])
-
-    def gyro(self, k: int, q, v):
-        """The gyro's reading on its measured axes (= Mechanism.gyro): scale x rate + bias."""
-        g = self.mech.gyros[k]
-        w = self.gyro_rate(k, q, v)
-        scale = np.asarray(g.config.scale, float)[g.rows]
-        bias = np.asarray(g.config.bias, float)[g.rows]
-        if np.all(scale == 1.0) and not np.any(bias):
-            return w
-        return ca.DM(scale) * w + ca.DM(bias)
-
-    def load_cell(self, k: int, q, v, a, lam, u, tau):
-        """The load cell's reading (= Mechanism.load_cell(...)[0]): scale x load + offset."""
-        c = self.mech.load_cells[k].config
-        y = self.load(k, q, v, a, lam, u, tau)
-        return y if (c.scale == 1.0 and c.offset == 0.0) else c.scale * y + c.offset
-
-    def load(self, k: int, q, v, a, lam, u, tau):
-        """The load the load cell measures (= Mechanism.load(...)[0]; N or N m)."""
-        mech = self.mech
-        cell = mech.load_cells[k]
-        kind = cell.config.measures
-        if kind == "actuator":
-            y = tau[cell.joint_index]
-            if cell.input_index >= 0:
-                y = y + u[cell.input_index]
-            return y
-        if kind == "closure":
-            frames = self._closure_frames(q)
-            e = ca.mtimes(frames[cell.frame_slot][0], ca.DM(cell.axis))
-            if cell.force_map is not None:
-                return ca.dot(e, ca.mtimes(ca.DM(cell.force_map), lam))
-            fB, tB, _, _ = self._reaction(mech.closure_groups[cell.closure], frames, lam)
-            return ca.dot(e, fB if cell.config.component == "force" else tB)
-        # joint: the wrench the joint transmits, from RNEA with the closure reactions as external
-        # forces, expressed in the measurement frame
-        P = self.joint_placements(q)
-        fext = self.closure_external_forces(q, lam, P) if mech.m else None
-        _, f = self._rnea(q, v, a, 1.0, 1.0, fext)
-        fl, fa = f[cell.joint_id]
-        frame = self.model.frames[cell.frame_id]
-        jMf = P[cell.joint_id].inverse() * P[frame.parentJoint] * Placement.of(frame.placement)
-        fl, fa = jMf.force_inverse(fl, fa)
-        return ca.dot(ca.DM(cell.axis), fl if cell.config.component == "force" else fa)
+    def add_spring_forces(self, q, v, P, fext) -> list:
+        """``fext`` (or a new list) plus the springs' forces -F e on frame B's body at p_B and
+        +F e on frame A's body at p_A (local joint frames)."""
+        fext = fext if fext is not None else [None] * (len(self.joints) + 1)
+        for spring, pa, pb, F in self.spring_ends(q, v, P):
+            e = (pb - pa) / ca.norm_2(pb - pa)
+            for fid, p, f in ((spring.frame_b, pb, -F * e), (spring.frame_a, pa, F * e)):
+                jid = self.model.frames[fid].parentJoint
+                if jid == 0:
+                    continue
+                loc = P[jid].force_inverse(f, ca.cross(p, f))
+                fext[jid] = loc if fext[jid] is None else (fext[jid][0] + loc[0], fext[jid][1] + loc[1])
+        return fext
 
 
 def function(name: str, inputs: list, outputs: list) -> ca.Function:

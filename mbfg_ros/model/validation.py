@@ -41,9 +41,8 @@ from mbfg_ros.model.mechanism import Mechanism
 SINGULAR_CONDITION = 1e6
 """Largest condition number (largest / r-th largest singular value, r the rank at a generic
 pose) of the closure Jacobian, and of its block on the dependent coordinates, at the initial
-pose. The simulator stops at the same ratio (``IntegratorOptions.singular_ratio`` 1e-6) when a
-run reaches a dead point. The example rigs are below 10; a dead centre or a toggle pose is above
-1e7."""
+pose. (During a run the simulator passes singular positions: mbfg_ros/sim/constrained_dynamics.py.)
+The example rigs are below 10; a dead centre or a toggle pose is above 1e7."""
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from mbfg_ros.errors import ConfigError, MbfgError
 from mbfg_ros.io.bag_reader import BagSource
 from mbfg_ros.io.cdr_layout import CdrLayout
 from mbfg_ros.io.mcap_salvage import McapDamage, MessageBatch
-from mbfg_ros.io.sensor_inputs import InputRouter, Reading, ReadingRows, TopicRoute
+from mbfg_ros.io.sensor_inputs import InputRouter, Reading, ReadingRows, route_sensors
 from mbfg_ros.io.simulation_messages import truth_topics
 from mbfg_ros.io.topic_names import resolve_topic
 from mbfg_ros.model.mechanism import Mechanism
@@ -109,16 +109,6 @@ LEARN_MIN = 8
 
 MAX_LAYOUTS = 4
 """Layouts learned (or tried) per topic, type and length; the rest is decoded message by message."""
-
-
-def route_sensors(route: TopicRoute) -> tuple[str, ...]:
-    """The sensor names (and ``command:<joint>``) a topic feeds."""
-    out = list(route.encoders.values()) + list(route.commands.values())
-    if route.gyro:
-        out.append(route.gyro)
-    if route.load_cell:
-        out.append(route.load_cell)
-    return tuple(out)
 
 
 def parse_remap(items: list[str] | None, mech: Mechanism) -> dict[str, str]:

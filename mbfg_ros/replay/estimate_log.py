@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mbfg_ros.estimation.outputs import Estimate, Forces
+from mbfg_ros.estimation.outputs import Estimate
 from mbfg_ros.model.mechanism import Mechanism
 
 
@@ -54,54 +54,46 @@ class EstimateLog:
     def __len__(self) -> int:
         return self._n
 
-    def add(self, e: Estimate, forces: Forces, era: int = 0) -> None:
-        mech = self.mech
-        if self.layout is None:
-            self.layout = e.layout
-        g = len(mech.dof)
-        self._t.append(e.stamp)
-        self._key.append(e.keyframe)
-        self._era.append(era)
-        self._x.extend(np.asarray(e.x, float))
-        self._effort.extend(np.asarray(e.effort, float).reshape(-1))
-        if e.covariance is not None:
-            self._std.extend(np.sqrt(np.maximum(np.diag(e.covariance), 0.0)))
-        else:
-            self._std.extend(np.full(2 * g, np.nan))
-        row = []
-        for c in forces.closures:
-            row += [*c.force, *c.torque]
-        row += [forces.load_cells[c.config.name] for c in mech.load_cells]
-        self._forces.extend(np.asarray(row, float))
-        self._n += 1
-        self.last_keyframe = e.keyframe
-
     def add_rows(self, estimates: list[Estimate], F: np.ndarray, T: np.ndarray, cells: np.ndarray,
                  era: int = 0) -> None:
-        """Append estimates with their forces as arrays (:class:`BatchForces`' F, T (N, nc, 3) and
-        cells (N, ncell)): the same rows as :meth:`add` of each, at once."""
+        """Append estimates with their forces (:class:`BatchForces`' F, T (N, nc, 3) and cells
+        (N, ncell)): :meth:`add_arrays` of their fields."""
         if not estimates:
             return
-        mech = self.mech
-        N = len(estimates)
-        if self.layout is None:
-            self.layout = estimates[0].layout
-        g = len(mech.dof)
-        self._t.extend([e.stamp for e in estimates])
-        self._key.extend([e.keyframe for e in estimates])
-        self._era.extend([era] * N)
-        self._x.extend(np.concatenate([np.asarray(e.x, float) for e in estimates]))
-        self._effort.extend(np.concatenate([np.asarray(e.effort, float).reshape(-1) for e in estimates]))
-        std = np.full((N, 2 * g), np.nan)
+        g = len(self.mech.dof)
+        std = np.full((len(estimates), 2 * g), np.nan)
         for i, e in enumerate(estimates):
             if e.covariance is not None:
                 std[i] = np.sqrt(np.maximum(np.diag(e.covariance), 0.0))
-        self._std.extend(std.reshape(-1))
-        nc = len(mech.closure_configs)
-        rows = np.concatenate([np.stack([F, T], axis=2).reshape(N, 6 * nc), np.asarray(cells).reshape(N, -1)], axis=1)
-        self._forces.extend(rows.reshape(-1))
+        self.add_arrays(np.array([e.stamp for e in estimates]), np.array([e.keyframe for e in estimates]), era,
+                        np.stack([np.asarray(e.x, float) for e in estimates]),
+                        np.stack([np.asarray(e.effort, float).reshape(-1) for e in estimates]), std,
+                        F, T, cells, estimates[0].layout)
+
+    def add_arrays(self, t: np.ndarray, keyframe: np.ndarray, era: int, X: np.ndarray, effort: np.ndarray,
+                   std: np.ndarray | None, F: np.ndarray, T: np.ndarray, cells: np.ndarray, layout) -> None:
+        """Append N keyframes of one era as arrays: times (N,) s, keyframe indexes (N,), states
+        X (N, width of ``layout``), efforts (N, n), DOF standard deviations (N, 2 g; None: NaN),
+        forces F, T (N, nc, 3) and cells (N, ncell)."""
+        N = int(np.size(t))
+        if not N:
+            return
+        if self.layout is None:
+            self.layout = layout
+        g, nc = len(self.mech.dof), len(self.mech.closure_configs)
+
+        def put(buf: array, x) -> None:
+            buf.frombytes(np.ascontiguousarray(x, dtype=np.float64 if buf.typecode == "d" else np.int64).tobytes())
+        put(self._t, t)
+        put(self._key, keyframe)
+        put(self._era, np.full(N, era))
+        put(self._x, X)
+        put(self._effort, effort)
+        put(self._std, np.full((N, 2 * g), np.nan) if std is None else std)
+        put(self._forces, np.concatenate([np.stack([F, T], axis=2).reshape(N, 6 * nc),
+                                          np.asarray(cells).reshape(N, -1)], axis=1))
         self._n += N
-        self.last_keyframe = estimates[-1].keyframe
+        self.last_keyframe = int(np.asarray(keyframe)[-1])
 
     def series(self) -> EstimateSeries:
         mech = self.mech

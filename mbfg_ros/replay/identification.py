@@ -17,9 +17,9 @@ import numpy as np
 
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.estimation.identification import IdentificationOptions, IdentificationResult, Identifier
-from mbfg_ros.estimation.offline_smoother import Readings
+from mbfg_ros.estimation.smoothing_io import Readings
 from mbfg_ros.estimation.outputs import Health
-from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
+from mbfg_ros.intake.time_jumps import TimeJumps, lagging_limit
 from mbfg_ros.model.channels import command_joint
 from mbfg_ros.model.config import RigConfig
 from mbfg_ros.model.mechanism import Mechanism

@@ -1,7 +1,7 @@
 """The identified parameters written into a copy of the rig config (`mbfg identify`).
 
 The user's YAML is edited as text at the places PyYAML marks (the editor `mbfg tune` uses,
-:class:`~mbfg_ros.replay.tuning._TextEdits`): comments, order and layout stay byte for byte;
+:class:`~mbfg_ros.model.yaml_edit.YamlTextEdits`): comments, order and layout stay byte for byte;
 only the identified numbers change or are added (``joints.<j>.viscous / coulomb / armature /
 offset``, an encoder's ``offset``, a gyro's ``scale`` and ``bias``, a load cell's ``scale`` and
 ``offset``), and ``mechanism.urdf`` names the URDF with the identified inertials when there is
@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from mbfg_ros.model.parameters import Parameter
-from mbfg_ros.replay.tuning import _float_text, _number, _TextEdits
+from mbfg_ros.model.yaml_edit import YamlTextEdits, float_text, yaml_number
 
 DIGITS = 6
 """Significant digits of the numbers written."""
@@ -26,7 +26,7 @@ NONNEGATIVE = ("viscous", "coulomb", "armature")
 
 
 def _text(x: float) -> str:
-    return _float_text(float(f"{x:.{DIGITS}g}"))
+    return float_text(float(f"{x:.{DIGITS}g}"))
 
 
 def _path_text(path: str) -> str:
@@ -39,7 +39,7 @@ def write_identified_config(source: str | Path, out: str | Path, values: dict[Pa
     (parameter -> value; inertial parameters are the URDF's, see ``urdf``: the new URDF file the
     written config names). Returns (fields changed, notes: values the config cannot hold)."""
     source, out = Path(source), Path(out)
-    doc = _TextEdits(source.read_text(encoding="utf-8"))
+    doc = YamlTextEdits(source.read_text(encoding="utf-8"))
     get = doc.get
     changed: list[str] = []
     notes: list[str] = []
@@ -47,7 +47,7 @@ def write_identified_config(source: str | Path, out: str | Path, values: dict[Pa
     def put(mapping, key: str, text: str, label: str, old_value=None) -> None:
         node = get(mapping, key)
         if node is not None:
-            if old_value is not None and _number(node) is not None and _text(_number(node)) == text:
+            if old_value is not None and yaml_number(node) is not None and _text(yaml_number(node)) == text:
                 return
             doc.replace(node, text)
         else:
@@ -127,6 +127,6 @@ def _vector(node, default: float) -> list[float]:
     if node is None:
         return [default] * 3
     if node.tag == "tag:yaml.org,2002:seq" and len(node.value) == 3:
-        return [float(_number(x)) if _number(x) is not None else default for x in node.value]
-    x = _number(node)
+        return [float(yaml_number(x)) if yaml_number(x) is not None else default for x in node.value]
+    x = yaml_number(node)
     return [x] * 3 if x is not None else [default] * 3

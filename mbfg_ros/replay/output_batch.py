@@ -20,9 +20,10 @@ import pinocchio as pin
 
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.cdr_template import CdrTemplate
-from mbfg_ros.io.estimate_messages import (TF_MESSAGE, OutputNames, load_cell_frame, movable_tf_values,
+from mbfg_ros.io.estimate_messages import (TF_MESSAGE, OutputNames, movable_tf_values,
                                           tf_placements, transform_stamped)
 from mbfg_ros.estimation.outputs import Estimate, Forces
+from mbfg_ros.model.channels import load_cell_frame
 from mbfg_ros.model.joint_transforms import quaternions
 from mbfg_ros.model.mechanism import Mechanism
 

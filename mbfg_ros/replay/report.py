@@ -19,8 +19,8 @@ sensor), ``diverged`` (spans in which a sensor failed the divergence test while 
 lost: sensor, start, end (null: to the end), peak_sigma, verdict, cause, note; s of the
 estimator's time like the CSV's ``stamp``), ``strained`` (the same for spans in which a sensor
 was fitted worse than its noise while the estimate held), ``divergence_test`` (window_s,
-limit_sigma), ``fit_sigma`` ({sensor: RMS over the run of each reading's whitened residual at
-the estimate it was solved in, sigmas}),
+limit_sigma), ``fit_sigma`` ({sensor: RMS after the first second of each reading's whitened
+residual at the estimate it was solved in, sigmas}),
 ``truth``, ``skip``,
 ``rmse`` ({joint: {position, velocity, acceleration[, effort]}}; angles unwrapped),
 ``turn_slips`` ({angular joint: whole-turn slips}), ``startup`` ({joint: position_max,
@@ -90,7 +90,7 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         if st.role == "sensor":
             entry.update({"config_topic": st.config_topic, "expected_types": list(st.expected),
                           "sensors": list(st.sensors), "readings": st.readings,
-                          "out_of_order": res.order.out_of_order.get(topic, 0),
+                          "out_of_order": res.out_of_order.get(topic, 0),
                           "stale": res.jumps.stale.get(topic, 0),
                           "rejected_stamp": res.jumps.rejected.get(topic, 0)})
             for key in ("used", "late", "too_old", "rejected", "downweighted"):
@@ -334,7 +334,7 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
             parts.append(f"{name} {rs} sigma")
         lines.append("Residuals (RMS of measured - predicted at the output estimates, in noise sigmas): " + "; ".join(parts))
     if f.get("fit_sigma"):
-        lines.append("Fit (each reading's whitened residual at the estimate it was solved in, RMS over the run): "
+        lines.append("Fit (each reading's whitened residual at the estimate it was solved in, RMS after the first second): "
                      + "; ".join(f"{name} {v:.2f} sigma" for name, v in f["fit_sigma"].items() if v is not None))
     if f["output"] is not None:
         o = f["output"]

@@ -1,76 +1,43 @@
 """`mbfg replay --smooth`: the recording solved offline as one smoothing problem.
 
-The bag is read and checked as the online replay reads it (:class:`~mbfg_ros.replay.bag_input.BagInput`,
-the time-jump rules of :mod:`~mbfg_ros.io.time_jumps`: an era ends at a jump), every reading of
-an era is collected into arrays, and each era is smoothed by
-:class:`~mbfg_ros.estimation.offline_smoother.OfflineSmoother` window by window; each window's
-settled keyframes are logged with their forces and, with an output path, written as the node's
-messages (the same topics as the online replay; /diagnostics once per second of bag time). The
-result is a :class:`~mbfg_ros.replay.session.ReplayResult`, so the report, plots, CSV and JSON
-are the online replay's. No reordering is needed (the arrays are sorted), no covariance is
-computed (plots have no band, as for ``--lagged``).
+The bag is read as the online replay reads it (:class:`~mbfg_ros.replay.bag_input.BagInput`),
+its readings checked in receive order by the time rules of :mod:`~mbfg_ros.intake.time_jumps`
+(in bulk: an era ends at a jump), every reading of an era is collected into arrays, and each era
+is smoothed by :class:`~mbfg_ros.estimation.offline_smoother.OfflineSmoother` window by window;
+each window's settled keyframes go to the output side the online replay uses
+(:class:`~mbfg_ros.replay.replay_output.ReplayOutput`: forces, the log and, with an output path,
+the node's messages; /diagnostics once per second of bag time, from the counts and health kept
+here). The result is a :class:`~mbfg_ros.replay.replay_output.ReplayResult`, so the report,
+plots, CSV and JSON are the online replay's. No reordering is needed (the arrays are sorted), no
+covariance is computed (plots have no band, as for ``--lagged``).
 """
 from __future__ import annotations
 
 import math
 import time
-from contextlib import nullcontext
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 
 from mbfg_ros.errors import MbfgError
-from mbfg_ros.estimation.forces_batch import BatchForces
 from mbfg_ros.estimation.offline_smoother import NoFiniteReadings, OfflineSmoother, Readings, SmoothingOptions
-from mbfg_ros.estimation.outputs import Estimate, Health, SensorCounts
-from mbfg_ros.io.estimate_messages import diagnostics_message
-from mbfg_ros.io.sensor_inputs import InputRouter
-from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
-from mbfg_ros.io.topic_names import resolve_topic
+from mbfg_ros.estimation.outputs import Health, SensorCounts
+from mbfg_ros.estimation.status import EstimatorStatus
+from mbfg_ros.intake.time_jumps import TimeJumps, lagging_limit
 from mbfg_ros.model.channels import command_joint
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import BagInput, InputBatch
-from mbfg_ros.replay.estimate_log import EstimateSeries
-from mbfg_ros.replay.output_batch import OutputWriter, diagnostics_due
-from mbfg_ros.replay.output_bag import OutputBag
-from mbfg_ros.replay.pipeline import WriterProcess
+from mbfg_ros.replay.replay_output import ReplayOptions, ReplayOutput, ReplayResult, replay_timings, use_processes
 from mbfg_ros.replay.residuals import SampleLog
-from mbfg_ros.replay.session import ReplayOptions, ReplayResult, _replay_status, use_processes
-from mbfg_ros.replay.stamp_order import StampOrder
 from mbfg_ros.replay.truth import TruthCollector
-
-
-class _Status:
-    """What /diagnostics reads of an estimator (counts, health, newest estimate, settings)."""
-
-    def __init__(self, cfg, counts: dict[str, SensorCounts], health: Health) -> None:
-        self.cfg, self._counts, self.health, self.last = cfg, counts, health, None
-
-    def counts(self) -> dict[str, SensorCounts]:
-        return self._counts
-
-    def estimate(self) -> Estimate | None:
-        return self.last
-
-
-def _series(mech: Mechanism, lay, chunks: list[tuple]) -> EstimateSeries:
-    """The EstimateSeries of the settled chunks (arrays all the way: no object per keyframe)."""
-    t, k, era, X, effort, F, T, cells = (np.concatenate(c) for c in zip(*chunks))
-    n = lay.n
-    N = t.size
-    return EstimateSeries(
-        t=t, keyframe=k.astype(int), era=era.astype(int), q=X[:, :n], v=X[:, n:2 * n], a=X[:, 2 * n:3 * n],
-        effort=effort, lam=X[:, lay.L], u=X[:, lay.U], bias=X[:, lay.B],
-        gravity_scale=lay.gravity_scales(X),
-        mass_scale=lay.mass_scales(X),
-        std=np.full((N, 2 * len(mech.dof)), np.nan), closure_force=F, closure_torque=T, load_cells=cells)
 
 
 def read_eras(inp: BagInput, jumps: TimeJumps, health: Health,
               truth: TruthCollector | None) -> list[dict[str, tuple[np.ndarray, np.ndarray]]]:
     """Every reading of the bag per era (a time jump starts one) and sensor: stamps (N,) int64
     ns and values (N, k), in the order the online replay feeds them (the time-jump rules applied
-    in bulk: :meth:`~mbfg_ros.io.time_jumps.TimeJumps.check_block`); the truth into ``truth``."""
+    in bulk: :meth:`~mbfg_ros.intake.time_jumps.TimeJumps.check_block`); the truth into ``truth``."""
     eras_raw: list[dict[str, tuple[list, list]]] = [{}]
 
     def keep(sensor: str, ts: np.ndarray, ys: np.ndarray) -> None:
@@ -133,67 +100,34 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     perf, cpu = time.perf_counter, time.process_time
     inp = BagInput(bag, mech, opt.remap, truth=opt.truth)
     smoother = OfflineSmoother(mech, options=smoothing)
-    cfg = smoother.cfg
+    cfg, lay = smoother.cfg, smoother.lay
     jumps = TimeJumps(max_time_gap=opt.max_time_gap, max_lag=lagging_limit(cfg.lag))
     truth = TruthCollector(mech) if opt.truth else None
-    order = StampOrder(horizon=0.0)             # (not used: the readings are sorted as arrays)
     counts: dict[str, SensorCounts] = {}
     health = Health()
 
-    # 1. read: every reading per era, as the online replay checks it, into arrays
+    # 1. read: every reading per era, checked by the time rules, into arrays
     eras_raw = read_eras(inp, jumps, health, truth)
     stamps = [int(v[0].min()) for era in eras_raw for v in era.values() if len(v[0])]
     if not stamps:
         raise MbfgError(f"nothing could be estimated from {str(bag)!r}: no usable sensor reading")
     epoch = (min(stamps) // 1_000_000_000) * 1_000_000_000
 
-    series: list[tuple] = []     # per settled chunk: t, keyframe, era, X, effort, force, torque, cells
     samples = SampleLog()
-    names = opt.names
-    bag_topic_names = {t: opt.remap.get(resolve_topic(t), resolve_topic(t)) for t in InputRouter(mech).topics}
-    status = _Status(cfg, counts, health)
     # a writer process only with --parallel on: the smoothed keyframes come after the solve, so
     # writing cannot overlap it, and writing in bulk (0.1 s a four-bar minute) costs less than
     # starting that process (0.8 s of CPU)
     parallel = opt.processes is True and use_processes(opt, mech, inp)
-    out = None
-    if opt.out is not None:
-        custom = {"mbfg.replay_of": str(Path(bag).resolve()), "mbfg.rig": mech.config.name,
-                  "mbfg.mode": "smooth"}
-        if parallel:
-            out = WriterProcess(opt.out, mech.config.source, names, storage=opt.storage,
-                                overwrite=opt.overwrite, custom_data=custom)
-        else:
-            out = OutputBag(opt.out, mech, names, storage=opt.storage, overwrite=opt.overwrite,
-                            custom_data=custom)
-    clock = {"estimator": 0.0, "estimator_cpu": 0.0, "forces": 0.0, "outputs": 0.0}
-    batch_forces = BatchForces(mech, smoother.fn.sym)
-    writer = OutputWriter(out, mech, names) if out is not None else None    # in batches if exact
+    output = ReplayOutput(bag, mech, opt, inp, smoother.fn.sym, parallel=parallel, problems=inp.problems,
+                          out_of_order=Counter(), jumps=jumps, mode="smooth")
+    clock = {"estimator": 0.0, "estimator_cpu": 0.0}
     eras: list[tuple[float, float]] = []
-    next_diag = -math.inf
     key_offset = 0
     windows = []
     not_estimated = 0                             # eras without a finite reading of any sensor
-    with out if out is not None else nullcontext():
+    with output:
         for era, raw in enumerate(eras_raw):
-            readings = Readings()
-            first, last = math.inf, -math.inf
-            for sensor, (ts, ys) in raw.items():
-                t = (ts - epoch) * 1e-9
-                y = ys.reshape(t.size, -1)
-                joint = command_joint(sensor)
-                if joint is not None:
-                    readings.commands[joint] = (t, y)
-                else:
-                    readings.sensors[sensor] = (t, y)
-                c = counts.setdefault(sensor, SensorCounts())
-                c.received += t.size
-                ok = np.isfinite(t) & np.all(np.isfinite(y.reshape(t.size, -1)), axis=1)
-                if ok.any():
-                    lo, hi = float(t[ok].min()), float(t[ok].max())
-                    c.first_stamp = lo if c.first_stamp is None else min(c.first_stamp, lo)
-                    c.last_stamp = hi if c.last_stamp is None else max(c.last_stamp, hi)
-                samples.extend(sensor, t[ok], y[ok], era)
+            readings = _era_readings(raw, epoch, era, counts, samples)
             raw.clear()                           # (the stamps go; the values stay as views)
             if not readings.sensors:
                 continue
@@ -211,32 +145,13 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                     break
                 clock["estimator"] += perf() - t0
                 clock["estimator_cpu"] += cpu() - c0
-                t1 = perf()
                 ks = np.arange(k_first, k_first + X.shape[0])
                 ts = result.t0 + result.h * ks
                 tau = result.efforts(ts)
-                lay, n = smoother.lay, smoother.lay.n
-                F, T, cells = batch_forces(X[:, :n], X[:, n:2 * n], X[:, 2 * n:3 * n], X[:, lay.L], X[:, lay.U], tau)
                 effort = tau + X[:, lay.U] @ mech.B.T if lay.n_u else tau
-                series.append((ts, ks + key_offset, np.full(ks.size, era), X, effort, F, T, cells))
-                clock["forces"] += perf() - t1
-                if out is None:
-                    continue
-                t2 = perf()
-                rows = smoother.estimates(result, k_first, X, key_offset)
-                stamps = epoch + np.round(ts * 1e9).astype(np.int64)
-                q, v, a = X[:, :n], X[:, n:2 * n], X[:, 2 * n:3 * n]
-                due, next_diag = diagnostics_due(ts, next_diag, opt.diagnostics_period)
-
-                def diagnostic(i: int):
-                    status.last = rows[i]
-                    return diagnostics_message(mech, status, rows[i].stamp, int(stamps[i]), names.namespace,
-                                               extra=[_replay_status(inp, inp.problems(), order, jumps, rows[i].stamp)],
-                                               topic_names=bag_topic_names)
-                writer.write(stamps, (q, v, a, effort, F, T, cells), rows,
-                             lambda: batch_forces.as_forces(rows, F, T, cells), due, diagnostic)
-                status.last = rows[-1]
-                clock["outputs"] += perf() - t2
+                output.add(epoch, ts, ks + key_offset, era, X, effort, tau, lay, None,
+                           lambda: smoother.estimates(result, k_first, X, key_offset),
+                           lambda row: EstimatorStatus(counts, health, row, cfg.keyframe_rate))
                 health.keyframes += X.shape[0]
                 t0, c0 = perf(), cpu()
             clock["estimator"] += perf() - t0
@@ -244,6 +159,7 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
             if result is None:
                 continue
             _count_outcomes(counts, result.used, result.rejected)
+            first, last = math.inf, -math.inf
             for sensor, (tt, _) in readings.sensors.items():
                 tt = tt[np.isfinite(tt)]
                 if tt.size:
@@ -252,31 +168,42 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
                 eras.append((first, last))
             windows += result.windows
             key_offset += result.windows[-1].last + 1
-        if not series:
+        if not len(output.log):
             raise MbfgError(f"nothing could be estimated from {str(bag)!r}: no finite sensor reading")
-        if writer is not None:
-            t2 = perf()
-            writer.flush()
-            clock["outputs"] += perf() - t2
-    total = perf() - t_start
-    writer_wait = out.wait if isinstance(out, WriterProcess) else 0.0
-    timings = {"total": total, "read_sensors": inp.time_sensors, "truth": inp.time_truth,
-               "estimator": clock["estimator"], "forces": clock["forces"],
-               "outputs": clock["outputs"] + writer_wait}
-    timings["other"] = max(0.0, total - sum(v for k, v in timings.items() if k != "total"))
-    timings["cpu"] = cpu() - cpu_start
-    timings["estimator_cpu"] = clock["estimator_cpu"]
-    if isinstance(out, WriterProcess):
-        timings["writer_process"] = out.busy
-        timings["writer_cpu"] = out.cpu
-    res = ReplayResult(
-        bag=Path(bag), mech=mech, options=opt, input=inp, order=order, jumps=jumps, estimates=_series(mech, smoother.lay, series),
-        truth=truth.series(epoch) if truth is not None else None, samples=samples, counts=counts,
-        health=health, layout=smoother.lay, epoch_ns=epoch, eras=eras, timings=timings,
-        output=out.summary() if out is not None else None, reorder_window=0.0,
+        output.finish()
+    timings = replay_timings(perf() - t_start, cpu() - cpu_start, inp.time_sensors, inp.time_truth,
+                             clock["estimator"], clock["estimator_cpu"], output)
+    return ReplayResult(
+        bag=Path(bag), mech=mech, options=opt, input=inp, out_of_order=output.out_of_order, jumps=jumps,
+        estimates=output.log.series(), truth=truth.series(epoch) if truth is not None else None,
+        samples=samples, counts=counts, health=health, layout=lay, epoch_ns=epoch, eras=eras,
+        timings=timings, output=output.summary(), reorder_window=0.0,
         truth_unmatched=truth.unmatched if truth is not None else 0, smoothing=windows,
         eras_not_estimated=not_estimated)
-    return res
+
+
+def _era_readings(raw: dict[str, tuple[np.ndarray, np.ndarray]], epoch: int, era: int,
+                  counts: dict[str, SensorCounts], samples: SampleLog) -> Readings:
+    """One era's readings for the smoother (s since ``epoch``), counted as received per sensor
+    (with their first and last finite stamps) and their finite ones kept for the residuals."""
+    readings = Readings()
+    for sensor, (ts, ys) in raw.items():
+        t = (ts - epoch) * 1e-9
+        y = ys.reshape(t.size, -1)
+        joint = command_joint(sensor)
+        if joint is not None:
+            readings.commands[joint] = (t, y)
+        else:
+            readings.sensors[sensor] = (t, y)
+        c = counts.setdefault(sensor, SensorCounts())
+        c.received += t.size
+        ok = np.isfinite(t) & np.all(np.isfinite(y.reshape(t.size, -1)), axis=1)
+        if ok.any():
+            lo, hi = float(t[ok].min()), float(t[ok].max())
+            c.first_stamp = lo if c.first_stamp is None else min(c.first_stamp, lo)
+            c.last_stamp = hi if c.last_stamp is None else max(c.last_stamp, hi)
+        samples.extend(sensor, t[ok], y[ok], era)
+    return readings
 
 
 def _count_outcomes(counts: dict[str, SensorCounts], used: dict[str, int],

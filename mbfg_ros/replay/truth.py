@@ -38,6 +38,31 @@ class Series:
             out[inside, j] = np.interp(times[inside], self.t, self.y[:, j])
         return out
 
+    def hermite(self, times: np.ndarray, rate: "Series") -> np.ndarray:
+        """Cubic Hermite interpolation at ``times`` through the samples and their time
+        derivatives ``rate`` (taken at this series' stamps, linearly; NaN outside the covered
+        span). Where a derivative is not finite the interpolation is linear. At 1 kHz a fast
+        crank's velocity is off by h^2/8 times its jerk midway between linear samples (0.25 rad/s
+        at 2e6 rad/s^3); the Hermite through the accelerations is off by h^4/384 times its fourth
+        derivative."""
+        out = self.at(times)
+        if self.t.size < 2:
+            return out
+        times = np.asarray(times, float)
+        inside = (times >= self.t[0]) & (times <= self.t[-1])
+        d = rate.at(self.t)
+        i = np.clip(np.searchsorted(self.t, times[inside], side="right") - 1, 0, self.t.size - 2)
+        h = (self.t[i + 1] - self.t[i])[:, None]
+        x = (times[inside][:, None] - self.t[i][:, None]) / h
+        x2, x3 = x * x, x * x * x
+        val = ((2 * x3 - 3 * x2 + 1) * self.y[i] + (x3 - 2 * x2 + x) * h * d[i]
+               + (3 * x2 - 2 * x3) * self.y[i + 1] + (x3 - x2) * h * d[i + 1])
+        ok = np.isfinite(val)
+        sub = out[inside]
+        sub[ok] = val[ok]
+        out[inside] = sub
+        return out
+
 
 @dataclass
 class TruthSeries:

@@ -31,7 +31,8 @@ once a large dynamics noise frees the multipliers (a model error the white dynam
 absorb; an unknown input on the DOF, a random-walk state, absorbs it without freeing them).
 
 :func:`write_tuned_config` writes the result into a copy of the user's YAML, edited as text at the
-places PyYAML marks: comments, order and layout are kept byte for byte; only the tuned numbers
+places PyYAML marks (:class:`~mbfg_ros.model.yaml_edit.YamlTextEdits`): comments, order and layout
+are kept byte for byte; only the tuned numbers
 and a relative ``mechanism.urdf`` (made absolute when the file moves to another directory) change.
 """
 from __future__ import annotations
@@ -50,9 +51,11 @@ import numpy as np
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.model.config import NOISE_RANGE, NoiseConfig, RigConfig
 from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.yaml_edit import YamlTextEdits, float_text, yaml_number
 from mbfg_ros.replay.bag_input import BagInput
 from mbfg_ros.replay.residuals import sensor_residuals
 from mbfg_ros.replay.session import ReplayOptions, replay_bag
+from mbfg_ros.sensors.registry import SECTIONS, SENSOR_KINDS
 
 MIN_READINGS = 100
 """A sensor needs this many used readings (after ``skip``) for its noise to be estimated."""
@@ -60,11 +63,11 @@ MIN_READINGS = 100
 WALKS = ("input_random_walk", "gravity_random_walk", "mass_random_walk")
 SCALED = ("integration_position", "integration_velocity")
 """Process noises that move with the sensors in a rescale even when not searched."""
-BIAS_PREFIX = "bias_instability:"
-"""Process-noise names: ``dynamics``, the random walks of WALKS, ``bias_instability:<gyro>`` and
-:data:`MODEL_ERROR`."""
 MODEL_ERROR = "model_error.random_walk"
-"""The process-noise name of ``estimator.model_error.random_walk`` (when the rig has that state)."""
+"""The process-noise name of ``estimator.model_error.random_walk`` (when the rig has that state).
+The others are ``dynamics``, the random walks of WALKS and a sensor's own, ``<field>:<sensor>``
+(its kind's tuning hook, :meth:`~mbfg_ros.sensors.base.SensorModel.tuned_fields`, names the
+fields: ``bias_instability:<gyro>`` for a gyro or an accelerometer with a bias random walk)."""
 
 
 @dataclass(frozen=True)
@@ -141,14 +144,21 @@ class TuningResult:
     history: list[tuple[str, Evaluation]]      # (stage, evaluation) of every replay
 
 
+def _sensor_noise(name: str) -> tuple[str, str] | None:
+    """(config field, sensor) of a sensor's process noise ``<field>:<sensor>``, else None."""
+    field, sep, sensor = name.partition(":")
+    return (field, sensor) if sep else None
+
+
 def current_settings(cfg: RigConfig, names: tuple[str, ...]) -> NoiseSettings:
     """The noises of ``cfg``: every measuring sensor's, and the process noises ``names``."""
     sensors = {s.name: float(s.noise) for s in cfg.sensors.all()}
+    by_name = {s.name: s for s in cfg.sensors.all()}
     process = {}
     for n in names:
-        if n.startswith(BIAS_PREFIX):
-            g = next(g for g in cfg.sensors.gyros if g.name == n[len(BIAS_PREFIX):])
-            process[n] = float(g.bias_instability)
+        own = _sensor_noise(n)
+        if own is not None:
+            process[n] = float(getattr(by_name[own[1]], own[0]))
         elif n == MODEL_ERROR:
             process[n] = float(cfg.estimator.model_error.random_walk)
         else:
@@ -159,7 +169,7 @@ def current_settings(cfg: RigConfig, names: tuple[str, ...]) -> NoiseSettings:
 def process_noises(mech: Mechanism) -> tuple[str, ...]:
     """The process noises searched by default: dynamics, the integration's velocity noise, and the
     random walk of each slow state ``mech`` has (unknown inputs, gravity / mass scale, the
-    model-error force, gyro biases)."""
+    model-error force, the sensors' own: gyro and accelerometer biases)."""
     est = mech.config.estimator
     out = ["dynamics", "integration_velocity"]
     if mech.input_joints:
@@ -170,7 +180,7 @@ def process_noises(mech: Mechanism) -> tuple[str, ...]:
         out.append("mass_random_walk")
     if est.model_error.enabled:
         out.append(MODEL_ERROR)
-    out += [BIAS_PREFIX + g.config.name for g in mech.gyros if g.config.bias_instability > 0]
+    out += [f"{field}:{s.name}" for s in mech.sensors for field in s.tuned_fields()]
     return tuple(out)
 
 
@@ -185,13 +195,16 @@ def check_search(mech: Mechanism, names: tuple[str, ...]) -> None:
 
 def apply_settings(cfg: RigConfig, s: NoiseSettings) -> RigConfig:
     """``cfg`` with the noises of ``s``."""
-    sens = cfg.sensors
-    sens = replace(sens, encoders=tuple(replace(e, noise=s.sensors.get(e.name, e.noise)) for e in sens.encoders),
-                   gyros=tuple(replace(g, noise=s.sensors.get(g.name, g.noise),
-                                       bias_instability=s.process.get(BIAS_PREFIX + g.name, g.bias_instability))
-                               for g in sens.gyros),
-                   load_cells=tuple(replace(c, noise=s.sensors.get(c.name, c.noise)) for c in sens.load_cells))
-    walks = {k: v for k, v in s.process.items() if not k.startswith(BIAS_PREFIX) and k != MODEL_ERROR}
+    own: dict[str, dict[str, float]] = {}           # sensor -> {config field: value}
+    for k, v in s.process.items():
+        if (f := _sensor_noise(k)) is not None:
+            own.setdefault(f[1], {})[f[0]] = v
+
+    def tuned(c):
+        return replace(c, noise=s.sensors.get(c.name, c.noise), **own.get(c.name, {}))
+    sens = replace(cfg.sensors, **{kind.section: tuple(tuned(c) for c in getattr(cfg.sensors, kind.section))
+                                   for kind in SENSOR_KINDS})
+    walks = {k: v for k, v in s.process.items() if _sensor_noise(k) is None and k != MODEL_ERROR}
     est = replace(cfg.estimator, noise=replace(cfg.estimator.noise, **walks))
     if MODEL_ERROR in s.process:
         est = replace(est, model_error=replace(est.model_error, random_walk=s.process[MODEL_ERROR]))
@@ -371,83 +384,6 @@ def _significant(x: float, digits: int = 4) -> float:
     return float(f"{x:.{digits}g}")
 
 
-def _float_text(x: float) -> str:
-    """A float as YAML 1.1 readers (PyYAML) take it: 1e-05 is a string there, 1.0e-05 a number."""
-    t = repr(float(x))
-    if "e" in t:
-        mant, exp = t.split("e")
-        t = (mant if "." in mant else mant + ".0") + "e" + exp
-    return t
-
-
-class _TextEdits:
-    """Edits of a YAML text at the places PyYAML's composer marks (character indices), so that
-    everything else (comments, order, layout, quoting) stays byte for byte."""
-
-    def __init__(self, text: str) -> None:
-        import yaml
-        self.text = text
-        self.root = yaml.compose(text, Loader=yaml.SafeLoader)
-        self.edits: list[tuple[int, int, str]] = []
-
-    @staticmethod
-    def get(node, key: str):
-        """The value node of ``key`` in a mapping node (None if absent or not a mapping)."""
-        if node is None or node.tag != "tag:yaml.org,2002:map":
-            return None
-        for k, v in node.value:
-            if k.value == key:
-                return v
-        return None
-
-    def replace(self, node, text: str) -> None:
-        """Replace a scalar; a comment after it on its line keeps its column when there is room."""
-        a, b = node.start_mark.index, node.end_mark.index
-        pad = re.match(r"( +)#", self.text[b:b + 200])
-        if pad:
-            width = b - a + len(pad.group(1))
-            text, b = text + " " * max(1, width - len(text)), b + len(pad.group(1))
-        self.edits.append((a, b, text))
-
-    def insert(self, mapping, key: str, text: str) -> None:
-        """Add ``key: text`` to a mapping node (block or flow style)."""
-        if mapping.flow_style:
-            close = self.text.rindex("}", 0, mapping.end_mark.index)
-            sep = ", " if mapping.value else ""
-            self.edits.append((close, close, f"{sep}{key}: {text}"))
-            return
-        column = mapping.value[0][0].start_mark.column
-        end = mapping.value[-1][1].end_mark
-        if end.column == 0:          # a nested block ends at the start of the next line
-            at, new = end.index, " " * column + f"{key}: {text}\n"
-        else:
-            nl = self.text.find("\n", end.index)
-            at = len(self.text) if nl < 0 else nl
-            new = "\n" + " " * column + f"{key}: {text}"
-        self.edits.append((at, at, new))
-
-    def append(self, text: str) -> None:
-        at = len(self.text)
-        self.edits.append((at, at, ("" if self.text.endswith("\n") else "\n") + text))
-
-    def result(self) -> str:
-        out = self.text
-        # from the end, so that earlier indices stay valid; insertions at one place keep their order
-        order = sorted(range(len(self.edits)), key=lambda i: (self.edits[i][0], self.edits[i][1], i), reverse=True)
-        for i in order:
-            a, b, new = self.edits[i]
-            out = out[:a] + new + out[b:]
-        return out
-
-
-def _number(node) -> float | None:
-    try:
-        return float(node.value) if node is not None and node.tag in (
-            "tag:yaml.org,2002:float", "tag:yaml.org,2002:int") else None
-    except ValueError:
-        return None
-
-
 def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSettings, note: str = "") -> list[str]:
     """Write ``source`` (a mechanism config YAML) to ``out`` with the noises of ``settings``
     (4 significant digits); everything else, comments included, is kept byte for byte. A relative
@@ -455,33 +391,35 @@ def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSetti
     whose value changed (``sensors.encoders[crank_encoder].noise``, ``estimator.noise.dynamics``,
     ...); a process noise the file leaves out stays out while it is at its default."""
     source, out = Path(source), Path(out)
-    doc = _TextEdits(source.read_text(encoding="utf-8"))
+    doc = YamlTextEdits(source.read_text(encoding="utf-8"))
     get = doc.get
     changed: list[str] = []
 
     def put(mapping, key: str, value: float, label: str) -> bool:
         value = _significant(value)
         node = get(mapping, key)
-        old = _number(node)
+        old = yaml_number(node)
         if old is not None and _significant(old) == value:
             return False
         if node is not None:
-            doc.replace(node, _float_text(value))
+            doc.replace(node, float_text(value))
         else:
-            doc.insert(mapping, key, _float_text(value))
+            doc.insert(mapping, key, float_text(value))
         changed.append(label)
         return True
 
     sensors = get(doc.root, "sensors")
-    for kind in ("encoders", "gyros", "load_cells"):
-        seq = get(sensors, kind)
+    own = {(f[1], f[0]): v for k, v in settings.process.items()
+           if (f := _sensor_noise(k)) is not None}
+    for section in SECTIONS:
+        seq = get(sensors, section)
         for item in (seq.value if seq is not None and seq.tag == "tag:yaml.org,2002:seq" else []):
             name = getattr(get(item, "name"), "value", None)
             if name in settings.sensors:
-                put(item, "noise", settings.sensors[name], f"sensors.{kind}[{name}].noise")
-            if kind == "gyros" and BIAS_PREFIX + str(name) in settings.process:
-                put(item, "bias_instability", settings.process[BIAS_PREFIX + name],
-                    f"sensors.gyros[{name}].bias_instability")
+                put(item, "noise", settings.sensors[name], f"sensors.{section}[{name}].noise")
+            for (sensor, key), value in own.items():
+                if sensor == name:
+                    put(item, key, value, f"sensors.{section}[{name}].{key}")
     defaults = NoiseConfig()
     est = get(doc.root, "estimator")
     noise = get(est, "noise")
@@ -490,14 +428,14 @@ def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSetti
         put(get(est, "model_error"), "random_walk", settings.process[MODEL_ERROR],
             "estimator." + MODEL_ERROR)
     for k, v in settings.process.items():
-        if k.startswith(BIAS_PREFIX) or k == MODEL_ERROR:
+        if _sensor_noise(k) is not None or k == MODEL_ERROR:
             continue
         if get(noise, k) is None and _significant(v) == _significant(getattr(defaults, k)):
             continue                     # at its default and not in the file: leave it out
         if noise is not None:
             put(noise, k, v, f"estimator.noise.{k}")
         else:
-            new_noise[k] = _float_text(_significant(v))
+            new_noise[k] = float_text(_significant(v))
             changed.append(f"estimator.noise.{k}")
     if new_noise:
         flow = "{" + ", ".join(f"{k}: {v}" for k, v in new_noise.items()) + "}"

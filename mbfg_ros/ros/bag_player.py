@@ -23,7 +23,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rosbags.rosbag2 import Reader
 
 from mbfg_ros.ros.message_classes import message_class
-from mbfg_ros.ros.processes import follow_parent
+from mbfg_ros.termination import follow_parent
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:

@@ -3,8 +3,8 @@
 One description serves two runners: the thin files in ``launch/`` turn it into ``launch_ros``
 actions on a ROS machine (:func:`to_launch_actions`), and ``mbfg run`` starts the same nodes as
 plain processes where ``launch`` cannot be installed (:mod:`mbfg_ros.ros.processes`). Importing
-this module needs neither rclpy nor launch (checking a ``params_file`` imports the node modules for
-their parameter tables).
+this module needs neither rclpy nor launch (checking a ``params_file`` reads the nodes' parameter
+tables, :mod:`mbfg_ros.ros.parameter_tables`, which import no rclpy either).
 
 Every description takes ``params_file``: a ROS 2 parameters file the nodes read first (checked
 here by :func:`read_params_file`: one error line naming the file, section, parameter and value);
@@ -19,7 +19,9 @@ Descriptions (their arguments are the launch arguments, :data:`LAUNCH_ARGUMENTS`
   as the rig publishes; and rviz2 with ``config/four_bar.rviz`` when ``rviz``); with
   ``use_sim_time`` the rig publishes /clock and the estimator follows it;
 - :func:`replay_description`: ``ros2 bag play BAG --clock`` (in the pip environment its stand-in
-  :mod:`mbfg_ros.ros.bag_player`) and the estimator with ``use_sim_time``.
+  :mod:`mbfg_ros.ros.bag_player`) and the estimator with ``use_sim_time``;
+- :func:`ros2_control_description`: the estimator on the topics of ros2_control's broadcasters,
+  with the example's config and params file (``config/arm6_ros2_control*.yaml``) by default.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mbfg_ros.package_share import PACKAGE, share_dir
+from mbfg_ros.package_share import PACKAGE, config_dir, share_dir
 
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
 LOG_LEVEL_CHOICES = LOG_LEVELS + tuple(level.upper() for level in LOG_LEVELS)
@@ -151,13 +153,6 @@ def _level(value: str) -> str:
     return level
 
 
-def _node_tables() -> dict[str, tuple]:
-    """{executable: parameter table} (imported here: the node modules import rclpy)."""
-    from mbfg_ros.ros.estimator_node import ESTIMATOR_PARAMETERS
-    from mbfg_ros.ros.sim_rig_node import SIM_RIG_PARAMETERS
-    return {"estimator": ESTIMATOR_PARAMETERS, "sim_rig": SIM_RIG_PARAMETERS}
-
-
 def read_params_file(path: str, nodes: list[NodeSpec]) -> dict[str, dict[str, Any]]:
     """Check a ROS 2 parameters file for ``nodes`` and return {node's fully qualified name:
     {parameter: value} the file gives it}. The file is YAML with ``<node>: ros__parameters:``
@@ -182,7 +177,7 @@ def read_params_file(path: str, nodes: list[NodeSpec]) -> dict[str, dict[str, An
                          "parameters file looks like '/**: {ros__parameters: {lag: 2.0}}')")
     # wildcard sections first: a section naming the node wins over them (as in rcl)
     sections.sort(key=lambda s: not is_wildcard(s[0]))
-    tables = _node_tables()
+    from mbfg_ros.ros.parameter_tables import NODE_PARAMETERS as tables
     out: dict[str, dict[str, Any]] = {}
     for node in nodes:
         fqn = node.fully_qualified_name
@@ -248,6 +243,18 @@ LAUNCH_ARGUMENTS: dict[str, dict[str, LaunchArgument]] = {
         "params_file": _PARAMS_FILE,
         "log_level": _LOG_LEVEL,
     },
+    "estimator_ros2_control": {
+        "config": LaunchArgument("", "the rig's mechanism config (YAML); default: the params_file's "
+                                 "config, else config/arm6_ros2_control.yaml"),
+        "urdf": LaunchArgument("", "URDF file replacing the config's urdf"),
+        "robot_description": LaunchArgument("", "URDF text replacing the config's urdf"),
+        "use_sim_time": LaunchArgument("false", "follow /clock (the controller manager on sim time)"),
+        "namespace": LaunchArgument("", "namespace of the estimator node and of its input topics "
+                                    "(the controller manager's namespace)"),
+        "params_file": LaunchArgument("", "a ROS 2 parameters file read by the estimator; default: "
+                                      "config/arm6_ros2_control.params.yaml"),
+        "log_level": _LOG_LEVEL,
+    },
     "sim_rig": {
         "config": LaunchArgument("", "the rig's mechanism config (YAML); default: the four-bar"),
         "use_sim_time": LaunchArgument("false", "the rig publishes /clock and the estimator follows it"),
@@ -282,6 +289,26 @@ def estimator_description(config: str = "", urdf: str = "", robot_description: s
     node = _estimator(config, urdf, robot_description, _bool("use_sim_time", use_sim_time),
                       namespace, _level(log_level), parameters, remappings, True)
     return Description("estimator", _with_params_file([node], params_file, _config_default(config)))
+
+
+ROS2_CONTROL_CONFIG = "arm6_ros2_control.yaml"
+ROS2_CONTROL_PARAMS = "arm6_ros2_control.params.yaml"
+"""The ros2_control example's config and params file (in ``config/``)."""
+
+
+def ros2_control_description(config: str = "", urdf: str = "", robot_description: str = "",
+                             use_sim_time: Any = False, namespace: str = "", log_level: str = "info",
+                             parameters: dict[str, Any] | None = None,
+                             remappings: tuple[tuple[str, str], ...] = (),
+                             params_file: str = "") -> Description:
+    """The estimator on the topics of ros2_control's broadcasters
+    (estimator_ros2_control.launch.py): :func:`estimator_description` with the example's params
+    file unless another is given, and its config unless ``config`` or the params file names one."""
+    node = _estimator(config, urdf, robot_description, _bool("use_sim_time", use_sim_time),
+                      namespace, _level(log_level), parameters, remappings, True)
+    params_file = params_file or str(config_dir() / ROS2_CONTROL_PARAMS)
+    defaults = {} if config else {"estimator": {"config": str(config_dir() / ROS2_CONTROL_CONFIG)}}
+    return Description("estimator_ros2_control", _with_params_file([node], params_file, defaults))
 
 
 def _config_default(config: str) -> dict[str, dict[str, Any]]:
@@ -363,7 +390,7 @@ def replay_description(bag: str, config: str = "", rate: Any = 1.0, loop: Any = 
 
 
 DESCRIPTIONS = {"estimator": estimator_description, "sim_rig": sim_rig_description,
-                "replay": replay_description}
+                "replay": replay_description, "estimator_ros2_control": ros2_control_description}
 
 
 def to_launch_actions(description: Description) -> list:

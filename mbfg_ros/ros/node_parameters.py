@@ -1,8 +1,10 @@
 """Node parameters declared from one table: type, default, unit, range, description.
 
-Each node lists its parameters as :class:`ParameterSpec` rows; :func:`declare` declares them on
-an rclpy node with a ``ParameterDescriptor`` (description, read-only, ranges, constraints) and
-returns the validated values. Anything wrong (a string for a number, a value out of range, an
+Each node lists its parameters as :class:`ParameterSpec` rows (the tables are in
+:mod:`mbfg_ros.ros.parameter_tables`); :func:`declare_node_parameters`, the one entry point of
+both nodes, declares them on an rclpy node with a ``ParameterDescriptor`` (description,
+read-only, ranges, constraints), checks that the node was given no name it lacks, and returns the
+validated values. Anything wrong (a string for a number, a value out of range, an
 unknown choice) raises :class:`ParameterError` naming the parameter, the value and what is
 allowed; the nodes turn it into one logged error line and exit status 2.
 
@@ -175,6 +177,24 @@ def _rclpy_error(spec: ParameterSpec, text: str) -> ParameterError:
         return ParameterError(f"parameter '{spec.name}' has the wrong type (value: {m.group(1)} of type "
                               f"{m.group(2).lower()}); expected {_KIND_NAMES.get(spec.kind, spec.kind)}")
     return ParameterError(f"parameter '{spec.name}': {text}; allowed: {allowed}")
+
+
+def declare_node_parameters(node, specs: tuple[ParameterSpec, ...],
+                            ros_argv: list[str] | None = None) -> dict[str, Any]:
+    """Declare ``specs`` on ``node`` (:func:`declare`) and return {name: validated value}. A name
+    given to this node that it does not have (:func:`unknown_overrides`) raises ParameterError
+    listing the node's parameters; one given only by a wildcard section of a params file is
+    logged as a warning and ignored."""
+    values = declare(node, specs)
+    extra, ignored = unknown_overrides(node, specs, ros_argv)
+    if ignored:
+        node.get_logger().warning(f"ignoring parameter(s) {', '.join(repr(e) for e in ignored)} "
+                                  "given by a wildcard section of a params file: this node has "
+                                  "no such parameter")
+    if extra:
+        raise ParameterError(f"unknown parameter(s) {', '.join(repr(e) for e in extra)} "
+                             f"(this node has: {', '.join(s.name for s in specs)}, use_sim_time)")
+    return values
 
 
 def unknown_overrides(node, specs: Iterable[ParameterSpec],

@@ -23,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from mbfg_ros.ros.launch_description import Description, NodeSpec, ProcessSpec
+from mbfg_ros.termination import PARENT_PID_VARIABLE
 
 
 _DOMAINS_USED: set[int] = set()
@@ -56,26 +57,6 @@ def ros_environment(log_dir: str | Path, domain_id: int | None = None,
     env["PYTHONFAULTHANDLER"] = "1"          # a crash leaves its Python traceback in the log
     env["RCUTILS_COLORIZED_OUTPUT"] = "0"
     return env
-
-
-PARENT_PID_VARIABLE = "MBFG_PARENT_PID"
-
-
-def follow_parent() -> None:
-    """Called first by every node's main(): when started by a runner (which sets
-    ``MBFG_PARENT_PID``), ask Linux for SIGTERM when that runner dies (``PR_SET_PDEATHSIG``), so
-    a runner killed without a chance to clean up (SIGKILL, a CI timeout) leaves no orphan
-    nodes; exit at once if the runner is already gone."""
-    pid = os.environ.get(PARENT_PID_VARIABLE)
-    if not pid or not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != int(pid):
-        sys.exit(0)
 
 
 def tool_available(cmd: tuple[str, ...] | list[str]) -> bool:

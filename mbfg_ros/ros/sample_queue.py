@@ -36,7 +36,7 @@ class SampleQueue:
         self._cond = threading.Condition()
         self.messages: Counter = Counter()      # messages received per topic
         self.queued: Counter = Counter()        # readings queued per topic
-        self.processed: Counter = Counter()     # readings handed to the estimator per topic
+        self.processed: Counter = Counter()     # readings the worker took (into the intake) per topic
         self.dropped: Counter = Counter()       # readings dropped because the queue was full
         self.peak = 0                           # the largest queue length seen
         self._closed = False

@@ -36,81 +36,18 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
+from mbfg_ros.model.channels import channel_names
 from mbfg_ros.model.validation import load_rig
 from mbfg_ros.ros.free_memory import fix_heap_thresholds
 from mbfg_ros.ros.live_rig import LiveRig
 from mbfg_ros.ros.message_classes import message_class
-from mbfg_ros.ros.processes import follow_parent
-from mbfg_ros.ros.node_parameters import (ParameterError, ParameterSpec, declare, init_rclpy,
-                                          unknown_overrides)
-from mbfg_ros.sim.scenario import INPUT_PROFILES, Scenario
-from mbfg_ros.sim.sensors import SENSOR_KINDS, SensorOptions, channel_names
+from mbfg_ros.ros.node_parameters import ParameterError, declare_node_parameters, init_rclpy
+from mbfg_ros.ros.parameter_tables import SIM_RIG_PARAMETERS
+from mbfg_ros.sim.scenario import Scenario
+from mbfg_ros.sim.sensors import SENSOR_KINDS, SensorOptions
+from mbfg_ros.termination import follow_parent
 
 NODE_NAME = "sim_rig"
-
-SIM_RIG_PARAMETERS: tuple[ParameterSpec, ...] = (
-    ParameterSpec("config", str, "", "the rig's mechanism config (YAML file); required"),
-    ParameterSpec("urdf", str, "", "URDF file replacing the config's urdf"),
-    ParameterSpec("duration", float, 3600.0, "how long the rig runs; the node exits after it", "s",
-                  0.1, 1e6),
-    ParameterSpec("publish_clock", bool, False, "run in simulated time and publish /clock (run the "
-                  "estimator with use_sim_time:=true)"),
-    ParameterSpec("rate_factor", float, 1.0, "simulated seconds per wall second (with "
-                  "publish_clock only)", "", 0.01, 100.0),
-    ParameterSpec("clock_rate", float, 100.0, "rate of /clock messages", "Hz", 1.0, 10000.0),
-    ParameterSpec("epoch", float, -1.0, "absolute time of the run's start; negative: the wall "
-                  "clock at start-up (1700000000 with publish_clock)", "s"),
-    ParameterSpec("chunk", float, 0.1, "rig time simulated per step (every rate must give a whole "
-                  "number of samples per chunk)", "s", 0.001, 10.0),
-    ParameterSpec("lead", float, 0.3, "how far the simulation runs ahead of the published time",
-                  "s", 0.0, 60.0),
-    ParameterSpec("truth_rate", float, 200.0, "rate of the ground-truth topics", "Hz", 1.0, 10000.0),
-    ParameterSpec("publish_truth", bool, True, "publish the ground truth under the config's "
-                  "truth_namespace"),
-    ParameterSpec("wait_for_subscribers", int, 0, "before time starts, wait until every sensor "
-                  "topic has this many subscribers (e.g. 1: the estimator), at most wait_timeout",
-                  "", 0, 1000),
-    ParameterSpec("wait_for_truth", bool, False, "before time starts, also wait for a subscriber "
-                  "of the ground truth's joint_states (a test or demo watching the run)"),
-    ParameterSpec("wait_timeout", float, 30.0, "longest wait for subscribers", "s", 0.0, 3600.0),
-    ParameterSpec("qos_depth", int, 10000, "history depth of every publisher (reliable; 10 s of a "
-                  "1 kHz sensor for a subscriber that falls behind)", "messages", 1, 1000000),
-    # scenario
-    ParameterSpec("gravity_error", float, 0.0, "added to the magnitude of the truth's gravity",
-                  "m/s^2", -100.0, 100.0),
-    ParameterSpec("initial_error", "float_list", [0.0], "added to the config's initial DOF values "
-                  "for the truth's start (one value, or one per DOF)", "rad or m"),
-    ParameterSpec("initial_velocity", "float_list", [], "the truth's initial DOF velocities "
-                  "(empty: the config's)", "rad/s or m/s"),
-    ParameterSpec("input_profile", str, "none", "effort on every known and unknown input joint",
-                  choices=INPUT_PROFILES),
-    ParameterSpec("input_amplitude", float, 1.0, "step height, sine amplitude or random std",
-                  "N m or N"),
-    ParameterSpec("input_frequency", float, 0.5, "sine frequency or random knot rate", "Hz", 0.0, 1000.0),
-    ParameterSpec("input_start", float, 1.0, "the input is zero before this time", "s", 0.0, 1e6),
-    ParameterSpec("friction", bool, True, "use the config's joint friction in the truth"),
-    ParameterSpec("mass_error", "str_list", [], "LINK=FACTOR: the truth's link mass and inertia "
-                  "times FACTOR"),
-    ParameterSpec("length_error", "str_list", [], "JOINT=FACTOR: the truth's joint offset times FACTOR"),
-    # sensors
-    ParameterSpec("rates", "str_list", [], "KIND_OR_SENSOR=HZ overrides of the sensor rates "
-                  "(kinds: encoder, gyro, load_cell, command)"),
-    ParameterSpec("noise", bool, True, "add the config's Gaussian sensor noise"),
-    ParameterSpec("quantize", bool, True, "quantise encoders to the config's resolution"),
-    ParameterSpec("gyro_bias", float, 0.0, "std of a constant gyro bias per axis", "rad/s", 0.0, 100.0),
-    ParameterSpec("gyro_bias_walk", bool, False, "add a bias random walk (config bias_instability)"),
-    ParameterSpec("jitter", float, 0.0, "std of the sample-time jitter", "s", 0.0, 1.0),
-    ParameterSpec("delay", float, 0.0, "transport delay: a sample is published at stamp + delay",
-                  "s", 0.0, 10.0),
-    ParameterSpec("dropout", float, 0.0, "probability that a message is lost", "", 0.0, 0.99),
-    ParameterSpec("outliers", float, 0.0, "probability that a sample is an outlier", "", 0.0, 0.99),
-    ParameterSpec("outlier_scale", float, 10.0, "size of an outlier in noise stds", "", 0.0, 1e6),
-    ParameterSpec("seed", int, 0, "seed of every random draw", "", 0, 2**31 - 1),
-    ParameterSpec("mute_sensors", "str_list", [], "sensors that stop publishing at mute_after "
-                  "(to test a silent sensor)"),
-    ParameterSpec("mute_after", float, 0.0, "rig time at which mute_sensors go silent", "s", 0.0, 1e6),
-)
-
 
 def _pairs(name: str, items: list[str], known: list[str] | None, what: str) -> dict[str, float]:
     out = {}
@@ -189,15 +126,7 @@ class SimRigNode(Node):
 
     def __init__(self, node_name: str = NODE_NAME, ros_argv: list[str] | None = None, **kwargs) -> None:
         super().__init__(node_name, **kwargs)
-        p = declare(self, SIM_RIG_PARAMETERS)
-        extra, ignored = unknown_overrides(self, SIM_RIG_PARAMETERS, ros_argv)
-        if ignored:
-            self.get_logger().warning(f"ignoring parameter(s) {', '.join(repr(e) for e in ignored)} "
-                                      "given by a wildcard section of a params file: this node has "
-                                      "no such parameter")
-        if extra:
-            raise ParameterError(f"unknown parameter(s) {', '.join(repr(e) for e in extra)} "
-                                 f"(this node has: {', '.join(s.name for s in SIM_RIG_PARAMETERS)})")
+        p = declare_node_parameters(self, SIM_RIG_PARAMETERS, ros_argv)
         self.settings = p
         self.rig = rig_from_parameters(p)
         qos = QoSProfile(depth=p["qos_depth"], reliability=ReliabilityPolicy.RELIABLE,

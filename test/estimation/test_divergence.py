@@ -75,9 +75,11 @@ def test_a_lost_estimate_is_judged_lost():
     # a lone sensor far beyond the limit for a whole window, but not before the window is full
     assert not _judged({"rod_gyro": 30.0}, 0.3).open["rod_gyro"].lost
     mon = _judged({"rod_gyro": 30.0}, 0.7)
-    assert mon.open["rod_gyro"].lost and "20 sigma" in mon.open["rod_gyro"].cause
+    assert mon.open["rod_gyro"].lost and "20 sigma" in mon.open["rod_gyro"].cause and "only sensor" in mon.open["rod_gyro"].cause
     # a lone sensor at 8 sigma for long is strained, not lost
     assert not _judged({"rod_gyro": 8.0}, 3.0).open["rod_gyro"].lost
+    # far beyond the limit while another sensor agrees: strained (the estimate holds)
+    assert not _judged({"rod_gyro": 30.0, "crank_encoder": 1.0}, 1.0, {"crank_encoder": 1e-3}).open["rod_gyro"].lost
 
 
 def test_a_new_period_carries_the_keyframe_rate_note():

@@ -8,7 +8,8 @@ import pytest
 
 from support.simulations import config_mechanism, simulated
 from mbfg_ros.estimation.estimator import Estimator
-from mbfg_ros.estimation.offline_smoother import (ClosureProjection, MappedSteps, OfflineSmoother, Readings,
+from mbfg_ros.estimation.mapped_steps import ClosureProjection, MappedSteps
+from mbfg_ros.estimation.offline_smoother import (OfflineSmoother, Readings,
                                                   SmoothingOptions)
 from mbfg_ros.sim.sensors import SensorOptions, synthesize
 

@@ -15,7 +15,7 @@ def est(four_bar):
 def _slots(est, name):
     b = est.layout.block(name)
     V = b.view(est._p)
-    return V[:est._sensors[name].taken]
+    return V[:est.gate.sensors[name].taken]
 
 
 def test_each_keyframe_takes_its_readings_whatever_the_arrival_order(est):
@@ -25,7 +25,7 @@ def test_each_keyframe_takes_its_readings_whatever_the_arrival_order(est):
     order = np.argsort(stamps + rng.uniform(0, 0.004, stamps.size))    # out of order by < 4 ms
     sch = est.schedule
     sch.open(0.0)
-    inbox, i = est.inbox, est._sensors["crank_encoder"].slot
+    inbox, i = est.inbox, est.gate.sensors["crank_encoder"].slot
     for j in order:
         k = sch.keyframe_of(stamps[j])
         inbox.put(i, k, sch.closed, float(stamps[j]), float(stamps[j]), sch.fraction(float(stamps[j]), k))
@@ -46,7 +46,7 @@ def test_each_keyframe_takes_its_readings_whatever_the_arrival_order(est):
 def test_readings_beyond_the_slots_and_the_ring_are_spilled_not_lost(est):
     sch = est.schedule
     sch.open(0.0)
-    inbox, i = est.inbox, est._sensors["rocker_pin_load"].slot
+    inbox, i = est.inbox, est.gate.sensors["rocker_pin_load"].slot
     slots = est.layout.block("rocker_pin_load").slots
     for j in range(slots + 3):                                   # a burst into keyframe 1
         inbox.put(i, 1, sch.closed, 0.001 + j * 1e-4, float(j), sch.fraction(0.001 + j * 1e-4, 1))
@@ -56,7 +56,7 @@ def test_readings_beyond_the_slots_and_the_ring_are_spilled_not_lost(est):
     inbox.take(0, est._p, sch)
     sch.mark_closed(0)
     extra = inbox.take(1, est._p, sch)
-    assert est._measuring[i].taken == slots and len(extra) == 3
+    assert est.measuring[i].taken == slots and len(extra) == 3
     drained = inbox.drain(sch)
     assert [st for _, st, _ in drained] == [10.0] and inbox.pending[i] == 0
 
@@ -66,7 +66,7 @@ def test_a_step_carries_each_sensors_current_innovation_scale(est):
     step's parameters hold each sensor's running mean |r| as it is when the step closes."""
     sch = est.schedule
     sch.open(0.0)
-    s = est._sensors["crank_encoder"]
+    s = est.gate.sensors["crank_encoder"]
     s.set_mean_abs(4.2)
     est.inbox.take(0, est._p, sch)
     assert est._p[est.layout.block("crank_encoder").mean_abs] == 4.2

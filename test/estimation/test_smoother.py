@@ -2,6 +2,8 @@
 against a dense least-squares solve of the same factors."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -83,3 +85,51 @@ def test_a_poisoned_update_gives_a_solver_failure():
     with pytest.raises(SolverFailure):
         sm.update([sm.factor(1, np.zeros(2), np.eye(2), np.eye(2))], new_keys=[(1, np.zeros(2))])
         sm.estimate(1)
+
+
+def _bayes_tree_is_a_chain(sm: FixedLagSmoother, path) -> bool:
+    """Every clique of ISAM2's Bayes tree holds consecutive keyframes and is conditioned on the
+    next one only: the oldest keyframe is a leaf (``marginalizeLeaves`` on anything else
+    crashes the process)."""
+    sm.isam.saveGraph(str(path))
+    for label in re.findall(r'label="([^"]*)"', path.read_text()):
+        frontal, _, separator = label.partition(":")
+        keys = [int(x) for x in re.findall(r"x(\d+)", frontal)]
+        after = [int(x) for x in re.findall(r"x(\d+)", separator)]
+        if sorted(keys) != list(range(min(keys), max(keys) + 1)) or after not in ([], [max(keys) + 1]):
+            return False
+    return True
+
+
+def test_updates_deep_in_the_window_keep_the_oldest_keyframe_a_leaf(tmp_path):
+    """Late readings up to 25 keyframes back and relinearised steps anywhere in the window: an
+    update that re-eliminates 65 % of the keys makes ISAM2 reorder all of them (a batch step),
+    where keys without a chronological group used to be ordered by COLAMD and the oldest
+    keyframe could end up inside the tree (the ros2_control example's live run crashed in
+    marginalizeLeaves). After every update the tree is a chain; marginalising goes on."""
+    rng = np.random.default_rng(3)
+    sm = FixedLagSmoother(D, capacity=128)
+
+    def step(k, x0, x1=None, rows=D + 3):
+        return sm.factor(k, rng.standard_normal(rows), rng.standard_normal((rows, D)),
+                         rng.standard_normal((rows, D)) + 4 * np.eye(rows, D), x0, x1)
+    sm.update([sm.factor(0, rng.standard_normal(D), None, np.eye(D))], new_keys=[(0, np.zeros(D))])
+    index = {}
+    for k in range(1, 200):
+        factors, touched = [step(k, sm.estimate(k - 1))], k - 1
+        for _ in range(rng.integers(0, 3)):                       # late readings
+            j = k - 1 - int(rng.integers(0, min(25, k - sm.keys[0] - 1) + 1))
+            if j - 1 >= sm.keys[0]:
+                factors.append(step(j, sm.estimate(j - 1), sm.estimate(j), rows=3))
+                touched = min(touched, j - 1)
+        index[k] = sm.update(factors, new_keys=[(k, sm.estimate(k - 1))], touched=touched)[0]
+        if rng.random() < 0.3 and len(sm) > 10:                   # relinearise 1-3 steps anywhere
+            steps = sorted({int(x) for x in rng.integers(sm.keys[0] + 1, k + 1, size=rng.integers(1, 4))})
+            new = sm.update([step(j, sm.estimate(j - 1), sm.estimate(j)) for j in steps],
+                            remove=[index[j] for j in steps], touched=steps[0] - 1)
+            index.update(zip(steps, new))
+        assert _bayes_tree_is_a_chain(sm, tmp_path / "tree.dot"), k
+        if len(sm) - 61 >= 4:
+            sm.marginalize_oldest(len(sm) - 61)
+    assert sm.marginalized == 200 - len(sm) > 100
+    np.testing.assert_allclose(sm.estimate(199), sm.dense_solution()[-1], rtol=0, atol=1e-9)

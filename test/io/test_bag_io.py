@@ -9,6 +9,7 @@ from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.bag_reader import bag_custom_data, bag_epoch, bag_topics, read_bag
 from mbfg_ros.io.bag_writer import BagWriter, write_simulation_bag
+from mbfg_ros.io.sensor_inputs import InputRouter
 from mbfg_ros.io.simulation_messages import BagMessage
 from mbfg_ros.sim.ground_truth import ground_truth
 from mbfg_ros.sim.sensors import Sample, SensorOptions, synthesize
@@ -111,6 +112,21 @@ def test_encoders_of_one_topic_share_a_message_and_commands_carry_effort(tmp_pat
     assert m.effort[0] == pytest.approx(0.2 * np.sin(2 * np.pi * 0.5))
     enc = list(read_bag(tmp_path / "sc", topics=["/encoders"]))
     assert len(enc) == 10000 and enc[0].msg.name == ["crank_joint", "slider_joint"]
+
+
+def test_load_cells_of_one_topic_share_a_wrench_that_reads_back_as_their_readings(tmp_path):
+    arm = simulated("arm6_ros2_control", duration=0.1)
+    samples = synthesize(arm)
+    write_simulation_bag(tmp_path / "arm", arm.mechanism, samples, None)
+    records = list(read_bag(tmp_path / "arm", topics=["/ft_sensor/wrench"]))
+    assert len(records) == 50 and {r.msg.header.frame_id for r in records} == {"ft_sensor_link"}
+    router = InputRouter(config_mechanism("arm6_ros2_control"), namespace="/")
+    read = [(x.sensor, x.stamp_ns, x.value[0]) for r in records
+            for x in router.decode(r.topic, r.msgtype, r.msg)]
+    cells = [s for s in samples if s.kind == "load_cell"]
+    want = sorted((s.sensor, EPOCH_NS + round(s.stamp * 1e9), s.value[0]) for s in cells)
+    assert [r[:2] for r in sorted(read)] == [w[:2] for w in want]
+    np.testing.assert_allclose([r[2] for r in sorted(read)], [w[2] for w in want], rtol=1e-12, atol=1e-15)
 
 
 def test_custom_epoch_and_metadata(tmp_path):

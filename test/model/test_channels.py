@@ -23,3 +23,14 @@ def test_the_prefix_is_the_estimators_and_the_input_router_does_not_load_the_est
             "print(sorted(m for m in sys.modules if m.startswith('mbfg_ros.estimation')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_channel_names_and_the_load_cell_frame_are_the_models(four_bar):
+    """One rule for the simulator's synthesis, the truth and the estimator's outputs."""
+    from mbfg_ros.model.channels import channel_names, load_cell_frame
+    assert channel_names(four_bar) == ["crank_encoder", "rocker_pin_load"]
+    assert load_cell_frame(four_bar, 0) == "rocker_tip"        # the closure's frame_b
+    code = ("import sys, mbfg_ros.model.channels; "
+            "print(sorted(m for m in sys.modules if m.startswith(('mbfg_ros.sim', 'mbfg_ros.io'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -9,47 +9,13 @@ import yaml
 from conftest import CONFIG, EXAMPLES, ROOT, mechanism
 from mbfg_ros.model.config import parse_rig_config
 from mbfg_ros.model.mechanism import Mechanism
+from support.all_kinds import all_kinds_mechanism
 from support.finite_differences import assert_jacobian, jacobian
-
-ALL_KINDS_YAML = f"""
-mechanism:
-  urdf: {ROOT / 'urdf' / 'spatial_rsur.urdf'}
-  gravity: [0.3, -0.2, -9.81]
-  dof: [crank_joint]
-  initial: {{positions: {{crank_joint: 0.3}}}}
-frames:
-  - {{name: coupler_tip, parent: coupler, xyz: [0.0, 0.5, 0.0], rpy: [0.1, -0.2, 0.3]}}
-  - {{name: rocker_tip, parent: rocker, xyz: [0.0, 0.0, -0.3], rpy: [-0.3, 0.2, 0.1]}}
-  - {{name: crank_tip, parent: crank, xyz: [0.2, 0.01, 0.0]}}
-closures:
-  - {{name: c_point, type: point, frame_a: coupler_tip, frame_b: rocker_tip}}
-  - {{name: c_planar, type: planar_revolute, frame_a: crank_tip, frame_b: rocker_tip, plane_normal: [0.2, 0.1, 1.0]}}
-  - {{name: c_revolute, type: revolute, frame_a: coupler_tip, frame_b: rocker_tip, axis: [0.3, 0.4, 0.87]}}
-  - {{name: c_prismatic, type: prismatic, frame_a: crank_tip, frame_b: rocker_tip, axis: [0.0, 0.6, 0.8]}}
-  - {{name: c_planar_prismatic, type: planar_prismatic, frame_a: crank_tip, frame_b: coupler_tip, axis: [1.0, 0.0, 0.0]}}
-  - {{name: c_weld, type: weld, frame_a: coupler_tip, frame_b: rocker_tip}}
-  - {{name: c_distance, type: distance, frame_a: crank_tip, frame_b: rocker_tip, length: 0.5}}
-joints:
-  crank_joint: {{actuation: unknown, viscous: 0.3, coulomb: 0.2, armature: 0.05, offset: 0.1}}
-  rocker_joint: {{actuation: known, viscous: 0.1, armature: 0.02, offset: -0.3}}
-sensors:
-  gyros:
-    - {{name: g, frame: coupler, rotation_rpy: [0.2, 0.3, -0.4], noise: 0.01, topic: /g}}
-  load_cells:
-    - {{name: lc_force, measures: closure, closure: c_revolute, component: force, axis: [0.6, 0.0, 0.8], frame: crank, noise: 1.0, topic: /l1}}
-    - {{name: lc_torque, measures: closure, closure: c_weld, component: torque, axis: [0.0, 0.6, 0.8], noise: 1.0, topic: /l2}}
-    - {{name: lc_distance, measures: closure, closure: c_distance, axis: [1.0, 0.0, 0.0], noise: 1.0, topic: /l3}}
-    - {{name: lc_joint, measures: joint, joint: u2_joint, component: torque, axis: [0.0, 0.0, 1.0], noise: 1.0, topic: /l4}}
-    - {{name: lc_joint_f, measures: joint, joint: rocker_joint, component: force, axis: [0.0, 1.0, 0.0], frame: rocker_tip, noise: 1.0, topic: /l5}}
-    - {{name: lc_act, measures: actuator, joint: crank_joint, noise: 1.0, topic: /l6}}
-estimator:
-  estimate_mass_link: coupler
-"""
 
 
 @pytest.fixture(scope="module")
 def all_kinds() -> Mechanism:
-    return Mechanism(parse_rig_config(yaml.safe_load(ALL_KINDS_YAML)))
+    return all_kinds_mechanism()
 
 
 def random_state(mech: Mechanism, seed: int):
@@ -101,14 +67,14 @@ def check_sensors(mech: Mechanism, seed: int) -> None:
     q, v, a, lam, u = random_state(mech, seed)
     tau = np.random.default_rng(seed + 2).standard_normal(mech.n)
     for k, g in enumerate(mech.gyros):
-        y, yq, yv = mech.gyro(d, k, q, v)
-        np.testing.assert_allclose(y, mech.gyro(d, k, q, v, derivatives=False), atol=1e-12)
-        assert_jacobian(yq, jacobian(lambda x: mech.gyro(d, k, x, v, derivatives=False), q), f"gyro {k} dq")
-        assert_jacobian(yv, jacobian(lambda x: mech.gyro(d, k, q, x, derivatives=False), v), f"gyro {k} dv")
+        y, yq, yv = g.evaluate(mech, d, q, v)
+        np.testing.assert_allclose(y, g.evaluate(mech, d, q, v, derivatives=False), atol=1e-12)
+        assert_jacobian(yq, jacobian(lambda x: g.evaluate(mech, d, x, v, derivatives=False), q), f"gyro {k} dq")
+        assert_jacobian(yv, jacobian(lambda x: g.evaluate(mech, d, q, x, derivatives=False), v), f"gyro {k} dv")
     for k, cell in enumerate(mech.load_cells):
         def y(qq=q, vv=v, aa=a, ll=lam, uu=u):
-            return mech.load_cell(d, k, qq, vv, aa, ll, uu, tau, derivatives=False)[0]
-        val, yq, yv, ya, yl, yu = mech.load_cell(d, k, q, v, a, lam, u, tau)
+            return cell.evaluate(mech, d, qq, vv, aa, ll, uu, tau, derivatives=False)[0]
+        val, yq, yv, ya, yl, yu = cell.evaluate(mech, d, q, v, a, lam, u, tau)
         yv = np.zeros(mech.n) if yv is None else yv
         ya = np.zeros(mech.n) if ya is None else ya
         name = cell.config.name

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import casadi as ca
 import numpy as np
 import pytest
 import yaml
@@ -17,6 +18,7 @@ from mbfg_ros.model.config import parse_rig_config
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.parameters import GROUPS, INERTIAL, model_parameters
 from mbfg_ros.model.symbolic import SymbolicMechanism, function
+from mbfg_ros.sensors.base import StateParts
 from mbfg_ros.sim.forward import simulate
 from mbfg_ros.sim.scenario import Scenario
 from mbfg_ros.sim.sensors import SensorOptions, synthesize_series
@@ -37,14 +39,22 @@ def test_the_calibration_is_in_the_symbolic_and_the_numeric_model():
     mech = calibrated()
     assert mech.gyros and mech.load_cells and mech.encoders
     _check(mech)                                       # gyros and load cells, values and Jacobians
+    # each sensor's symbolic residual vanishes at its numeric (calibrated) reading
     sym = SymbolicMechanism(mech)
-    import casadi as ca
-    q = ca.SX.sym("q", mech.n)
-    f = function("enc", [q], [sym.encoder(k, q) for k in range(len(mech.encoders))])
-    qn = np.linspace(0.1, 0.5, mech.n)
-    for k, e in enumerate(mech.encoders):
-        assert float(f(qn)[k]) == pytest.approx(qn[e.index] + 0.02, abs=1e-15)
-        assert mech.encoder(k, qn) == pytest.approx(qn[e.index] + 0.02, abs=1e-15)
+    q, v, a, tau = (ca.SX.sym(s, mech.n) for s in ("q", "v", "a", "tau"))
+    lam, u = ca.SX.sym("lam", mech.m), ca.SX.sym("u", mech.n_u)
+    z = StateParts(q, v, a, lam, u, ca.SX(0, 1), 1.0, 1.0)
+    rng = np.random.default_rng(3)
+    d = mech.create_data()
+    qn, vn, an = (0.3 * rng.standard_normal(mech.n) for _ in range(3))
+    ln, un, tn = rng.standard_normal(mech.m), rng.standard_normal(mech.n_u), rng.standard_normal(mech.n)
+    for s in mech.sensors:
+        y = ca.SX.sym("y", s.dim)
+        f = function("r", [q, v, a, lam, u, tau, y], [s.residual(sym, z, y, tau, None)])
+        yn = s.value(mech, d, qn, vn, an, ln, un, tn)
+        assert np.abs(np.array(f(qn, vn, an, ln, un, tn, yn))).max() < 1e-9, s.name
+    e = mech.encoders[0]
+    assert e.value(mech, d, qn)[0] == pytest.approx(qn[e.index] + 0.02, abs=1e-15)
 
 
 def test_the_simulator_reads_with_the_calibration():

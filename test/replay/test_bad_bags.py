@@ -180,12 +180,12 @@ def test_readings_later_than_the_reorder_window_go_in_late(tmp_path, mech, messa
     late.sort(key=lambda m: m.log_time_ns)
     res = replay_bag(write_bag(tmp_path / "late", late), mech, ReplayOptions(reorder_window=0.05))
     cell = res.counts["rocker_pin_load"]
-    assert res.order.out_of_order[CELL] > 150
+    assert res.out_of_order[CELL] > 150
     assert cell.late + cell.too_old > 150
     assert cell.used + cell.late + cell.too_old == 200
     # a wide enough window restores stamp order
     res = replay_bag(write_bag(tmp_path / "late2", late), mech, ReplayOptions(reorder_window=0.3))
-    assert not res.order.out_of_order and res.counts["rocker_pin_load"].used == 200
+    assert not res.out_of_order and res.counts["rocker_pin_load"].used == 200
 
 
 def test_nothing_estimable_is_an_error(tmp_path, mech, messages):

@@ -1,4 +1,5 @@
-"""EstimateLog: estimates added with their forces in bulk give the same series as one by one."""
+"""EstimateLog: estimates added with their forces as rows (the online replay) or as arrays (the
+smoothing replay) give the same series, holding what was added."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,12 +23,17 @@ def test_rows_in_bulk_equal_rows_one_by_one(example):
     n = mech.n
     bf = BatchForces(mech)
     F, T, cells = bf(X[:, :n], X[:, n:2 * n], X[:, 2 * n:3 * n], X[:, lay.L], X[:, lay.U], np.zeros((N, n)))
-    one, bulk = EstimateLog(mech), EstimateLog(mech)
-    for e, f in zip(ests, bf.as_forces(ests, F, T, cells)):
-        one.add(e, f, era=2)
-    bulk.add_rows(ests[:3], F[:3], T[:3], cells[:3], era=2)
-    bulk.add_rows(ests[3:], F[3:], T[3:], cells[3:], era=2)
-    a, b = one.series(), bulk.series()
-    assert len(bulk) == N and bulk.last_keyframe == one.last_keyframe
+    arrays, rows = EstimateLog(mech), EstimateLog(mech)
+    arrays.add_arrays(np.array([e.stamp for e in ests]), np.arange(N), 2, X, np.stack([e.effort for e in ests]),
+                      None, F, T, cells, lay)
+    rows.add_rows(ests[:3], F[:3], T[:3], cells[:3], era=2)
+    rows.add_rows(ests[3:], F[3:], T[3:], cells[3:], era=2)
+    a, b = arrays.series(), rows.series()
+    assert len(rows) == N and rows.last_keyframe == arrays.last_keyframe == N - 1
     for name in vars(a):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    np.testing.assert_array_equal(a.q, X[:, :n])
+    np.testing.assert_array_equal(a.era, np.full(N, 2))
+    np.testing.assert_array_equal(a.closure_force, F)
+    np.testing.assert_array_equal(a.load_cells, cells)
+    assert np.isnan(a.std).all()

@@ -89,26 +89,43 @@ def _config_without_top_speed(tmp_path, extra: str = ""):
     return path
 
 
-def test_integration_noise_1000x_too_small_is_raised_to_the_motion(fast_bag, tmp_path):
+def test_integration_noise_1000x_too_small_is_flagged_within_1_s(fast_bag, tmp_path):
     """The rig without its top speed at 400 Hz with the integration noise 1000x below the
-    truncation error at top speed: the estimator raises it to the truncation its own estimates
-    show (estimation/integration_noise.py) and tracks; the sensors are fitted worse than their
-    noise only while that figure builds up, in the first second (WARN, not a lost estimate)."""
+    truncation error at top speed: the sensors fail the divergence test within the first
+    second; then the steps refined by Gauss-Newton get their noise raised to their own local
+    truncation and the smoothed accelerations raise the rest, so it tracks and nothing is
+    flagged after the start-up."""
     path = _config_without_top_speed(tmp_path, "estimator:\n  keyframe_rate: 400.0\n"
                                                "  noise: {integration_position: 6.7e-7, integration_velocity: 5.3e-5}\n")
     mech = load_mechanism(path)
     res = replay_bag(fast_bag, mech, ReplayOptions(progress=False))
+    periods = list(res.health.divergence.periods)
+    assert periods and min(p.start for p in periods) < 1.0, [p.as_dict() for p in periods]
+    assert all(p.end < 1.0 and not p.lost for p in periods), [p.as_dict() for p in periods]
     s = score(mech, res)
-    assert s["position"] <= 5e-3 and s["slips"] == 0, s
+    assert s["position"] <= 1e-3 and s["slips"] == 0, s
+
+
+def test_without_its_top_speed_the_default_rate_copes(fast_bag, tmp_path):
+    """The same rig at the default 200 Hz without its top speed: the steps whose prediction
+    missed get their integration noise raised to their own local truncation
+    (estimation/integration_noise.py), so it tracks (0.75 mrad, velocity 0.02 % of its RMS,
+    measured on the test's recording) and only the start-up is flagged."""
+    mech = load_mechanism(_config_without_top_speed(tmp_path))
+    res = replay_bag(fast_bag, mech, ReplayOptions(progress=False))
+    s = score(mech, res)
+    assert s["position"] <= 1.2e-3 and s["velocity"] <= 1e-3 and s["slips"] == 0, s
+    assert res.health.integration_raises > 0
     periods = list(res.health.divergence.periods)
     assert not [p for p in periods if p.lost] and all(p.start < 1.0 for p in periods), [p.as_dict() for p in periods]
 
 
 def test_a_fast_rig_without_its_top_speed_is_not_silent(fast_bag, tmp_path):
-    """The same rig at the default 200 Hz without its top speed: flagged in the replay JSON and,
-    through the statuses the node publishes (the same function), WARN on /diagnostics naming the
-    sensor, the figure and the setting to change (its top speed, the encoders' speed)."""
-    path = _config_without_top_speed(tmp_path)
+    """The same rig at 100 Hz without its top speed (0.8 rad of crank per keyframe at top speed,
+    too coarse even with the local truncation): flagged in the replay JSON and, through the
+    statuses the node publishes (the same function), on /diagnostics naming the sensor, the
+    figure and the setting to change (its top speed, the encoders' speed)."""
+    path = _config_without_top_speed(tmp_path, "estimator:\n  keyframe_rate: 100.0\n")
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["replay", str(fast_bag), "--config", str(path), "--json", str(tmp_path / "r.json"),
                      "--out", str(tmp_path / "out"), "--no-progress"]) == 0

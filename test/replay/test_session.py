@@ -48,7 +48,7 @@ def test_accuracy_against_the_truth(four_bar_run):
     assert c.rmse_forces["rocker_pin_load"]["reading"] < FORCE_BOUND
     # every reading was used, in order, nothing problematic
     assert res.counts["crank_encoder"].used == 2000 and res.counts["rocker_pin_load"].used == 400
-    assert not res.input.problems() and not res.order.out_of_order and not res.jumps.jumps
+    assert not res.input.problems() and not res.out_of_order and not res.jumps.jumps
     assert res.epoch_ns == EPOCH_NS and res.first_stamp == 0.0
     assert res.timings["estimator"] > 0 and res.realtime_factor > 0
 

@@ -158,7 +158,7 @@ def _eras_per_reading(inp, jumps, truth):
 
 def _assert_read_eras_equal(bag, mech, lag: float = 1.0):
     from mbfg_ros.estimation.outputs import Health
-    from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
+    from mbfg_ros.intake.time_jumps import TimeJumps, lagging_limit
     from mbfg_ros.replay.bag_input import BagInput
     from mbfg_ros.replay.smoothing import read_eras
     from mbfg_ros.replay.truth import TruthCollector

@@ -23,7 +23,8 @@ import pytest
 
 from conftest import CONFIG
 from mbfg_ros.io import messages as msgs
-from mbfg_ros.io.estimate_messages import OutputNames, load_cell_frame, output_topics
+from mbfg_ros.io.estimate_messages import OutputNames, output_topics
+from mbfg_ros.model.channels import load_cell_frame
 from mbfg_ros.testing.hil import HilRun
 
 pytestmark = pytest.mark.ros

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mbfg_ros.ros.estimator_node import ESTIMATOR_PARAMETERS
 from mbfg_ros.ros.launch_description import (LAUNCH_ARGUMENT_CHOICES, LAUNCH_ARGUMENTS, default_config,
-                                             estimator_description, replay_description,
+                                             estimator_description, read_params_file,
+                                             replay_description, ros2_control_description,
                                              sim_rig_description, yaml_value)
+from mbfg_ros.ros.parameter_tables import ESTIMATOR_PARAMETERS, SIM_RIG_PARAMETERS
 from mbfg_ros.ros.processes import NodeProcesses
-from mbfg_ros.ros.sim_rig_node import SIM_RIG_PARAMETERS
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = ROOT / "launch"
-KINDS = ("estimator", "sim_rig", "replay")
+KINDS = ("estimator", "sim_rig", "replay", "estimator_ros2_control")
 
 
 def _names(table) -> set[str]:
@@ -67,6 +67,21 @@ def test_replay_description_plays_the_bag_with_its_clock():
         replay_description("")
     with pytest.raises(ValueError, match="'loop' must be true or false"):
         replay_description("/b", loop="maybe")
+
+
+def test_the_ros2_control_description_reads_the_example_files_unless_given_others(tmp_path):
+    (node,) = ros2_control_description(namespace="robot1").nodes
+    example = ROOT / "config" / "arm6_ros2_control.params.yaml"
+    assert node.required and node.namespace == "robot1"
+    assert node.params_files == (str(example),)
+    assert node.parameters == {"config": str(ROOT / "config" / "arm6_ros2_control.yaml")}
+    given = read_params_file(str(example), [node])["/robot1/mbfg_estimator"]
+    assert given["frame_prefix"] == "mbfg/" and set(given) <= _names(ESTIMATOR_PARAMETERS)
+    (node,) = ros2_control_description("/rigs/panda.yaml", use_sim_time="true").nodes
+    assert node.parameters == {"config": "/rigs/panda.yaml", "use_sim_time": True}
+    own = _params_file(tmp_path, {"/**": {"ros__parameters": {"config": "/rigs/a.yaml"}}})
+    (node,) = ros2_control_description(params_file=own).nodes
+    assert node.params_files == (own,) and node.parameters == {}     # the file's config is used
 
 
 def test_the_pip_runner_writes_the_same_parameters(tmp_path):

@@ -59,6 +59,13 @@ def failures(tmp_path_factory):
                       .replace("keyframe_rate: 200.0", "keyframe_rte: 200.0"))
     cases = dict(ESTIMATOR_CASES)
     cases["config_error"] = ({"config": str(broken)}, "keyframe_rte")
+    shared = log_dir / "shared_wrench.yaml"      # load cells that cannot read one message
+    shared.write_text((CONFIG / "arm6_ros2_control.yaml").read_text()
+                      .replace("../urdf/", f"{CONFIG.parent}/urdf/")
+                      .replace("topic: ft_sensor/wrench, rate: 500.0}\n\nestimator",
+                               "topic: ft_sensor/wrench, rate: 250.0}\n\nestimator"))
+    cases["shared_wrench"] = ({"config": str(shared)}, "read one message on ft_sensor/wrench: they "
+                                                       "need the same rate")
     nodes = [_start(f"est_{k}", "estimator", "mbfg_ros.ros.estimator_node", p)
              for k, (p, _) in cases.items()]
     nodes += [_start(f"rig_{k}", "sim_rig", "mbfg_ros.ros.sim_rig_node", p) for k, (p, _) in RIG_CASES.items()]
@@ -70,7 +77,8 @@ def failures(tmp_path_factory):
     return {name: (done.get(name), procs.log_text(name), expected[name]) for name in expected}
 
 
-@pytest.mark.parametrize("case", [f"est_{k}" for k in ESTIMATOR_CASES] + ["est_config_error"]
+@pytest.mark.parametrize("case", [f"est_{k}" for k in ESTIMATOR_CASES]
+                         + ["est_config_error", "est_shared_wrench"]
                          + [f"rig_{k}" for k in RIG_CASES])
 def test_bad_parameters_fail_fast_with_one_clear_line(failures, case):
     code, output, words = failures[case]

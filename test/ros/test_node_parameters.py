@@ -42,8 +42,7 @@ def test_choices_lists_and_booleans():
 
 
 def test_the_nodes_tables_are_documented():
-    from mbfg_ros.ros.estimator_node import ESTIMATOR_PARAMETERS
-    from mbfg_ros.ros.sim_rig_node import SIM_RIG_PARAMETERS
+    from mbfg_ros.ros.parameter_tables import ESTIMATOR_PARAMETERS, SIM_RIG_PARAMETERS
     for table in (ESTIMATOR_PARAMETERS, SIM_RIG_PARAMETERS):
         names = [s.name for s in table]
         assert len(names) == len(set(names))

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from conftest import CONFIG
-from mbfg_ros.ros.estimator_node import ESTIMATOR_PARAMETERS
+from mbfg_ros.ros.parameter_tables import ESTIMATOR_PARAMETERS
 from mbfg_ros.ros.launch_description import Description, NodeSpec, read_params_file
 from mbfg_ros.ros.processes import NodeProcesses, ros_environment
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mbfg_ros.estimation.offline_smoother import Readings
+from mbfg_ros.estimation.smoothing_io import Readings
 from mbfg_ros.model.channels import command_joint
 from mbfg_ros.model.config import load_rig_config
 from mbfg_ros.sim.forward import Trajectory, simulate

@@ -9,14 +9,15 @@ from mbfg_ros.sim.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 PENDULUM = ROOT / "test" / "fixtures" / "pendulum.yaml"
+FIXTURES = {"pendulum": PENDULUM, "spring_mass": ROOT / "test" / "fixtures" / "spring_mass.yaml"}
 
 _trajectories: dict[tuple, Trajectory] = {}
 _mechanisms: dict[str, Mechanism] = {}
 
 
 def config_path(name: str) -> Path:
-    """config/<name>.yaml, or the test pendulum for name 'pendulum'."""
-    return PENDULUM if name == "pendulum" else ROOT / "config" / f"{name}.yaml"
+    """config/<name>.yaml (e.g. 'iftomm/a03_andrews'), or a test fixture: 'pendulum', 'spring_mass'."""
+    return FIXTURES.get(name, ROOT / "config" / f"{name}.yaml")
 
 
 def config_mechanism(name: str) -> Mechanism:

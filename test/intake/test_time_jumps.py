@@ -6,7 +6,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from mbfg_ros.io.time_jumps import TimeJumps, lagging_limit
+from mbfg_ros.intake.time_jumps import TimeJumps, lagging_limit
 
 MS = 1_000_000
 

@@ -1,7 +1,7 @@
 """SensorHealth: the node's per-sensor verdicts over a rolling window (audit cases 13-15)."""
 from __future__ import annotations
 
-from mbfg_ros.io.sensor_health import WARN, RollingCounts, SensorFigures, SensorHealth
+from mbfg_ros.intake.sensor_health import WARN, RollingCounts, SensorFigures, SensorHealth
 
 
 class Feed:
@@ -106,7 +106,7 @@ def test_a_restart_forgets_the_window():
 
 def test_a_failing_sensor_is_a_warning_while_the_estimate_holds_and_an_error_once_lost():
     from mbfg_ros.estimation.divergence import DivergenceMonitor
-    from mbfg_ros.io.sensor_health import ERROR, WARN, divergence_verdicts
+    from mbfg_ros.intake.sensor_health import ERROR, WARN, divergence_verdicts
     mon = DivergenceMonitor(window=0.5, limit=5.0)
     for k in range(100):
         mon.add("crank_encoder", k * 0.005, [1.0])

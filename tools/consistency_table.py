@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Consistency table of the example rigs (issue 21, "honest uncertainty"): each rig simulated
+(10 s, its scenario below), replayed with the DOF covariance (filtered estimates, default
+settings), and per DOF joint the RMS of error / published standard deviation and the share of
+errors within two standard deviations, for positions and velocities (the first second skipped;
+mbfg_ros.replay.metrics.consistency), with the RMSE. Usage, from the repository root:
+
+    .venv/bin/python tools/consistency_table.py [--out DIR] [--duration S] [RIG ...]
+
+RIG: the names below (default all); ``--out`` keeps the simulated bags there (default: a
+temporary directory). A rig's scenario is its `mbfg simulate` arguments; ``+model_error`` rows
+simulate a truth whose coupler is 10 % heavier than the config says (a model error of the size
+the default dynamics noise stands for).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from mbfg_ros.cli.main import main as mbfg  # noqa: E402
+from mbfg_ros.model.mechanism import load_mechanism  # noqa: E402
+from mbfg_ros.replay.metrics import compare, consistency  # noqa: E402
+from mbfg_ros.replay.session import ReplayOptions, replay_bag  # noqa: E402
+
+FAST = ["--input", "sine", "--input-amplitude", "2.5", "--input-offset", "2.3", "--input-frequency", "3",
+        "--input-start", "0", "--truth-rate", "1000"]
+LONG = ["--input", "sine", "--input-amplitude", "10", "--input-offset", "24", "--input-frequency", "1",
+        "--input-start", "0", "--truth-rate", "1000"]
+HEAVY = ["--mass-error", "coupler2=1.1"]
+RIGS = {                                   # name: (config, mbfg simulate arguments)
+    "four_bar": ("four_bar", []),
+    "four_bar_gyro": ("four_bar_gyro", []),
+    "five_bar": ("five_bar", []),
+    "five_bar_gyro": ("five_bar_gyro", []),
+    "five_bar_branch": ("five_bar_branch", []),
+    "five_bar_branch_gyro": ("five_bar_branch_gyro", []),
+    "five_bar+model_error": ("five_bar", HEAVY),
+    "five_bar_gyro+model_error": ("five_bar_gyro", HEAVY),
+    "five_bar_branch+model_error": ("five_bar_branch", HEAVY),
+    "five_bar_branch_gyro+model_error": ("five_bar_branch_gyro", HEAVY),
+    "slider_crank": ("slider_crank", []),
+    "fast_crank": ("fast_crank", FAST),
+    "long_crank": ("long_crank", LONG),
+    "spatial_rsur": ("spatial_rsur", []),
+    "arm6": ("arm6", []),
+}
+
+
+def row(name: str, out: Path, duration: float) -> list[str]:
+    config, extra = RIGS[name]
+    cfg = ROOT / "config" / f"{config}.yaml"
+    bag = out / name.replace("+", "_")
+    with contextlib.redirect_stdout(io.StringIO()):
+        if not bag.exists():
+            assert mbfg(["simulate", str(cfg), "--out", str(bag), "--duration", str(duration), "--no-progress",
+                         *extra]) == 0
+    mech = load_mechanism(cfg)
+    res = replay_bag(bag, mech, ReplayOptions(covariance=True, progress=False))
+    c = compare(mech, res.estimates, res.truth, skip=1.0)
+    k = consistency(mech, res.estimates, c)
+    lines = []
+    for joint, d in k.items():
+        r = c.rmse[joint]
+        lines.append(f"| {name} | {joint} | {d.position_ratio:.2f} | {d.velocity_ratio:.2f} | "
+                     f"{100 * d.position_coverage:.1f} | {100 * d.velocity_coverage:.1f} | "
+                     f"{r['position'] * 1e3:.3g} | {r['velocity']:.3g} | {c.turn_slips[joint]} |")
+    return lines
+
+
+def run(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("rigs", nargs="*", choices=[[], *RIGS], default=[], metavar="RIG")
+    ap.add_argument("--out", type=Path, help="keep the simulated bags in this directory")
+    ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
+    args = ap.parse_args(argv)
+    rigs = args.rigs or list(RIGS)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = args.out or Path(tmp)
+        out.mkdir(parents=True, exist_ok=True)
+        print("| rig | DOF | position error / sigma (RMS) | velocity | position within 2 sigma (%) | velocity | "
+              "position RMSE (mrad, mm) | velocity RMSE (rad/s, m/s) | slips |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        for name in rigs:
+            for line in row(name, out, args.duration):
+                print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run())
