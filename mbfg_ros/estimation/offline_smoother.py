@@ -132,7 +132,7 @@ class OfflineSmoother:
             for enc in mech.encoders:
                 t, y = data.get(enc.config.name, (np.zeros(0), None))
                 if t.size and t[0] <= t0 + self.cfg.sensor_wait + 1e-9:
-                    first.setdefault(int(enc.index), float(y[0, 0]))
+                    first.setdefault(int(enc.index), float(y[0, 0]) - enc.config.offset)
             if all(int(j) in first for j in mech.dof):
                 dof = np.array([first[int(j)] for j in mech.dof])
         return start_state(mech, self.data, self.lay, dof=dof)

@@ -167,15 +167,17 @@ class StepInbox:
         return best
 
     def first_dof_values(self, mech, streams: list[SensorStream]) -> np.ndarray | None:
-        """The earliest waiting encoder reading of every DOF coordinate of ``mech`` (streams: the
-        measuring streams, in slot order), or None if one is missing."""
+        """The earliest waiting encoder reading of every DOF coordinate of ``mech``, less the
+        encoder's ``offset`` (streams: the measuring streams, in slot order), or None if one is
+        missing."""
         first: dict[int, tuple[float, float]] = {}
         for i, s in enumerate(streams):
             if s.kind == "encoder":
                 e = self.earliest(i)
-                j = mech.encoders[s.index].index
+                enc = mech.encoders[s.index]
+                j = enc.index
                 if e is not None and (j not in first or e[0] < first[j][0]):
-                    first[j] = (e[0], float(e[1]))
+                    first[j] = (e[0], float(e[1]) - enc.config.offset)     # (the reading less its offset)
         if not all(int(j) in first for j in mech.dof):
             return None
         return np.array([first[int(j)][1] for j in mech.dof])

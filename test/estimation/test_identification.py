@@ -15,6 +15,7 @@ from support.simulations import config_mechanism
 from mbfg_ros.estimation.identification import (COMBINATION_NOTE, NO_INFORMATION_NOTE, IdentificationError,
                                                  IdentificationOptions, Identifier, base_parameters,
                                                  default_groups, identify)
+from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.step_function import StepFunction
 from mbfg_ros.model.config import JointConfig, LoadCellConfig, RobustLossConfig, load_rig_config
@@ -177,3 +178,17 @@ def test_bad_options_are_refused(pendulum):
         Identifier(mech, IdentificationOptions(max_iterations=0))
     with pytest.raises(IdentificationError, match="model_accuracy"):
         Identifier(mech, IdentificationOptions(model_accuracy=0.0))
+
+
+def test_a_start_from_the_encoders_takes_their_offset_off():
+    """initial_pose: sensors: the start pose is the first reading less the encoder's offset."""
+    mech = config_mechanism("pendulum")
+    s = mech.config.sensors
+    offset = Mechanism(dataclasses.replace(mech.config, sensors=dataclasses.replace(
+        s, encoders=tuple(dataclasses.replace(e, offset=0.2) for e in s.encoders))))
+    first = {}
+    for name, m in (("plain", mech), ("offset", offset)):
+        est = Estimator(m, freeze_gc=False)
+        est.add_sample(m.encoders[0].config.name, 0.0, [0.5])         # waits for the start
+        first[name] = est.inbox.first_dof_values(m, est.measuring)
+    assert first["plain"] == pytest.approx([0.5]) and first["offset"] == pytest.approx([0.3])
