@@ -1,7 +1,8 @@
 # mbfg_ros: the two commands of the README work on a fresh machine (they set up .venv first).
 #   make demo   - the four-bar rig and the estimator live over DDS, with figures and plots
 #   make test   - the whole test suite (what CI runs)
-# Long runs have their own targets: make bench-quick, make bench-perf, make bench-full, make soak.
+# Long runs have their own targets: make bench-quick, make bench-perf, make bench-node, make bench-full,
+# make soak.
 #
 # ROS_DISTRO picks the ROS 2 distribution of the pip environment, on the command line only (a
 # sourced ROS setup.bash exports ROS_DISTRO for its own install, not for this venv):
@@ -27,7 +28,7 @@ MBFG   := $(VENV)/bin/mbfg
 export ROS_LOG_DIR ?= $(CURDIR)/build/ros_log
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: setup test test-fast demo check-examples bench-quick bench-perf bench-full soak clean
+.PHONY: setup test test-fast demo check-examples bench-quick bench-perf bench-node bench-full soak clean
 
 setup:
 	@scripts/setup_env.sh $(ROS_DISTRO)
@@ -51,6 +52,12 @@ bench-quick: setup
 bench-perf: setup
 	@$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
 	@$(MBFG) benchmark --perf
+
+# the live node against its estimator over DDS (mbfg benchmark --node): node CPU, overhead, latency;
+# the panda case needs requirements-bench.txt; figures in build/bench_node/results.json
+bench-node: setup
+	@$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
+	@$(MBFG) benchmark --node --out build/bench_node --json build/bench_node/results.json
 
 # what docs/benchmark holds: 20 seeds, 4..23 (seeds 0..3 and 100..107 were looked at while choosing
 # settings), the filters, the batch reference, the rig's one default configuration and the old default

@@ -21,7 +21,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"intake"}),
     frozenset({"io", "benchmark"}),
     frozenset({"replay", "ros"}),
-    frozenset({"cli", "testing"}),
+    frozenset({"testing"}),
+    frozenset({"cli"}),
 )
 """Lowest first; a module imports its own part, and parts of lower layers only (README "Layout")."""
 
@@ -31,10 +32,17 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+PART_OF = {"sensors": "model"}
+"""Subpackages that are one part with another: the sensor kinds (mbfg_ros/sensors) are the model's
+(each kind's config section and its models; model/config.py and model/mechanism.py iterate them,
+and they build on the model's kinematics and closures)."""
+
+
 def _part(module: str) -> str:
-    """The layer member a module belongs to: its subpackage, or the top-level module's name."""
+    """The layer member a module belongs to: its subpackage (or the part it is one with,
+    :data:`PART_OF`), or the top-level module's name."""
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+    return PART_OF.get(parts[1], parts[1]) if len(parts) > 1 else "__init__"
 
 
 def _type_checking_nodes(tree: ast.AST) -> set[int]:

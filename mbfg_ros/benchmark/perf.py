@@ -49,7 +49,7 @@ def _rss_mb() -> float:
 
 def _case(name: str):
     """(mechanism, scenario) of a case."""
-    from mbfg_ros.model.config import SensorsConfig, load_rig_config
+    from mbfg_ros.model.config import load_rig_config
     from mbfg_ros.model.mechanism import Mechanism
     from mbfg_ros.sim.scenario import Scenario
     from mbfg_ros.package_share import config_dir
@@ -57,7 +57,7 @@ def _case(name: str):
     if name.startswith("four_bar"):
         cfg = load_rig_config(cfg_dir / "four_bar.yaml")
         gyro = load_rig_config(cfg_dir / "four_bar_gyro.yaml").sensors.gyros
-        cfg = dataclasses.replace(cfg, sensors=SensorsConfig(cfg.sensors.encoders, gyro, cfg.sensors.load_cells))
+        cfg = dataclasses.replace(cfg, sensors=dataclasses.replace(cfg.sensors, gyros=gyro))
         if name == "four_bar_1khz":
             cfg = dataclasses.replace(cfg, estimator=dataclasses.replace(cfg.estimator, keyframe_rate=1000.0))
         return Mechanism(cfg), Scenario()
@@ -67,7 +67,7 @@ def _case(name: str):
         return (Mechanism(load_rig_config(cfg_dir / "arm6.yaml")),
                 Scenario(input_profile="random", input_amplitude=3.0, input_frequency=0.5, input_start=0.0))
     if name == "panda":
-        return (Mechanism(load_rig_config(_panda_config())),
+        return (Mechanism(load_rig_config(panda_config())),
                 Scenario(input_profile="random", input_amplitude=3.0, input_frequency=0.5, input_start=0.0))
     raise CliError(f"--perf-cases: unknown case '{name}' (cases: {', '.join(CASES)})")
 
@@ -75,8 +75,8 @@ def _case(name: str):
 PANDA_URDF = "cmeel.prefix/share/example-robot-data/robots/panda_description/urdf/panda.urdf"
 
 
-def _panda_config() -> Path:
-    """The Panda rig config (benchmark/rigs/panda.yaml) next to a copy of example-robot-data's
+def panda_config(rig: str = "panda.yaml") -> Path:
+    """A Panda rig config (``benchmark/rigs/<rig>``) next to a copy of example-robot-data's
     panda.urdf with the finger joints fixed, in a cache directory."""
     import re
     import sysconfig
@@ -84,15 +84,15 @@ def _panda_config() -> Path:
     from mbfg_ros.estimation.native_code import cache_dir
     src = Path(sysconfig.get_paths()["purelib"]) / PANDA_URDF
     if not src.exists():
-        raise CliError("--perf-cases panda needs the Panda URDF of example-robot-data: "
-                       "pip install -r requirements-bench.txt (make bench-perf does it)")
+        raise CliError("the panda case needs the Panda URDF of example-robot-data: "
+                       "pip install -r requirements-bench.txt (make bench-perf and make bench-node do it)")
     out = cache_dir() / "panda"
     out.mkdir(parents=True, exist_ok=True)
     xml = re.sub(r'(<joint name="panda_finger_joint[12]" type=")prismatic(")', r"\1fixed\2", src.read_text())
     xml = re.sub(r"<mimic[^>]*/>", "", xml)
     (out / "panda_arm.urdf").write_text(xml)
-    cfg = out / "panda.yaml"
-    cfg.write_text((Path(__file__).parent / "rigs" / "panda.yaml").read_text())
+    cfg = out / rig
+    cfg.write_text((Path(__file__).parent / "rigs" / rig).read_text())
     return cfg
 
 

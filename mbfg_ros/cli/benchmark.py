@@ -1,5 +1,6 @@
 """`mbfg benchmark`: mbfg_ros against the Kalman-filter observers of the observer benchmark
-(``--quick`` / ``--full``), or the estimator's speed (``--perf``, see mbfg_ros.benchmark.perf).
+(``--quick`` / ``--full``), the estimator's speed (``--perf``, see mbfg_ros.benchmark.perf), or
+the live node against that estimator (``--node``, see mbfg_ros.testing.node_bench).
 
 Runs the grid of :mod:`mbfg_ros.benchmark.grid` (mechanism x sensor set x gravity error x sensor
 period x seeds) with every method of :mod:`mbfg_ros.benchmark.methods`, prints the table
@@ -18,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from mbfg_ros.benchmark import perf
+from mbfg_ros.testing import node_bench
 from mbfg_ros.errors import CliError
 
 QUICK_METHODS = ("dekf", "error_ekf", "mbfg_default", "mbfg_default_lagged", "mbfg_online", "mbfg_lagged",
@@ -55,6 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     if "--perf" not in p._option_string_actions:
         mode.add_argument("--perf", action="store_true",
                           help="the estimator's speed figures instead (latency, real-time factor, memory)")
+    node_bench.add_node_arguments(p)
     g = p.add_argument_group("grid (override the --quick / --full choice)")
     g.add_argument("--mechanisms", type=_list(str), metavar="LIST", help="four_bar, five_bar")
     g.add_argument("--sensors", type=_list(str), metavar="LIST", help="encoder, gyro")
@@ -80,7 +83,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     o.add_argument("--jobs", type=int, default=1, metavar="N", help="worker processes (default 1)")
     o.add_argument("--out", type=Path, metavar="DIR",
                    help="write results.jsonl (as runs finish), results.json, results.csv, table.txt, "
-                        "verdict.md and figures/*.png here")
+                        "verdict.md and figures/*.png here; --node: its bags and the processes' logs "
+                        "(default out/bench_node/<date-time>)")
     o.add_argument("--resume", action="store_true",
                    help="keep the finished runs of DIR/results.jsonl and run only the missing ones")
     o.add_argument("--json", metavar="FILE", help="write every figure as JSON")
@@ -146,12 +150,17 @@ def _writable_dir(option: str, path: Path) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.node:
+        if args.quick or args.full or args.perf:
+            raise CliError("--node runs on its own: leave out --quick / --full / --perf")
+        return node_bench.run_node_bench(args)
     if args.perf:
         if args.quick or args.full:
             raise CliError("--perf runs on its own: leave out --quick / --full")
         return perf.run_perf(args)
     if not (args.quick or args.full):
-        raise CliError("choose --quick (a few minutes at most), --full (the paper's grid, hours) or --perf")
+        raise CliError("choose --quick (a few minutes at most), --full (the paper's grid, hours), --perf "
+                       "or --node")
     if args.jobs < 1:
         raise CliError(f"--jobs: at least 1 worker (value: {args.jobs})")
     if args.resume and args.out is None:

@@ -31,7 +31,7 @@ HELP = {
     "replay": "run the estimator over a rosbag (faster than real time) and report",
     "import": "convert a recorded log (CSV, MATLAB .mat, .npz) to a rosbag2 of the rig's sensor messages",
     "tune": "estimate the noise settings from a recording (no ground truth) and write a tuned config",
-    "benchmark": "accuracy against the Kalman observers (--quick/--full) or speed (--perf)",
+    "benchmark": "accuracy against the Kalman observers (--quick/--full), speed (--perf) or the live node (--node)",
     "run": "start the ROS nodes of a launch description without ros2 launch",
     "demo": "the four-bar rig and the estimator live over DDS, with figures and plots",
 }

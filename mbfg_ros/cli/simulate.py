@@ -53,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, default=0, metavar="N", help="seed of every random draw (default 0)")
     s = p.add_argument_group("sensors")
     s.add_argument("--rate", action="append", default=[], metavar="KEY=HZ",
-                   help="sample rate by kind (encoder, gyro, load_cell, command) or by sensor name "
+                   help=f"sample rate by kind ({', '.join(SENSOR_KINDS)}) or by sensor name "
                         "(repeatable; a name beats a kind, a kind beats the config's rate)")
     s.add_argument("--no-noise", action="store_true", help="no Gaussian sensor noise")
     s.add_argument("--no-quantize", action="store_true", help="no encoder quantisation")

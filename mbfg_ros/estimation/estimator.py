@@ -194,8 +194,8 @@ class Estimator:
     def add_sample(self, sensor: str, stamp: float, value) -> str:
         """Feed one sample: the reading of ``sensor`` taken at ``stamp`` (s).
 
-        value: encoder (1,) rad or m; gyro (3,) rad/s in the sensor frame (x, y, z; the config's
-        ``axes`` are used); load cell (1,) N or N m; ``command:<joint>`` (1,) the known effort.
+        value: encoder (1,) rad or m; gyro (3,) rad/s, accelerometer (3,) m/s^2 in the sensor frame
+        (the config's ``axes`` are used); load cell (1,) N or N m; ``command:<joint>`` (1,) effort.
         A scalar is accepted for one-value sensors. Returns what happened to it: queued, late,
         too_old, rejected_nonfinite, rejected_duplicate, unknown_sensor (the counts record the
         same), or held: stamped before the window; it becomes too_old when the next reading is

@@ -31,7 +31,7 @@ class BatchForces:
         outs = []
         for f, t in sym.closure_wrenches_in_frame_b(q, lam):
             outs += [f, t]
-        outs += [sym.load_cell(k, q, v, a, lam, u, tau) for k in range(len(mech.load_cells))]
+        outs += [cell.symbolic(sym, q, v, a, lam, u, tau) for cell in mech.load_cells]
         self.width = 6 * len(mech.closure_configs) + len(mech.load_cells)
         out = ca.vertcat(*outs) if outs else ca.SX.zeros(1)
         fn = ca.Function("forces", [q, v, a, lam, u, tau], [ca.densify(out)], {"cse": True})

@@ -5,13 +5,13 @@
 q, v, a: joint positions, velocities, accelerations (rad or m, /s, /s^2); lam: closure
 multipliers; u: unknown input efforts (N m or N); e: the model-error generalised forces (N m or
 N, ``estimator.model_error``) on the coordinates of :func:`model_error_joints` (the DOF, or every
-joint when the rig has load cells; none when off); b: gyro biases
-(rad/s, the estimated axes of the gyros that have a bias); s: gravity scale (1 = the config's
-gravity); mu: mass scale of the estimated link (1 = the URDF's inertia). The two scales are
-held as their logarithms, so that they stay positive whatever the solver does (a scale at or
-below 0 turns gravity or the link's inertia round and lets the estimate settle on a motion that
-explains a gyro equally well); :meth:`StateLayout.gravity_scale` and ``mass_scale`` give the
-scales themselves.
+joint when the rig has load cells; none when off); b: sensor biases (the measured axes of the
+sensors with a bias: gyros in rad/s, accelerometers in m/s^2, in the sensors' order); s: gravity
+scale (1 = the config's gravity); mu: mass scale of the estimated link (1 = the URDF's
+inertia). The two scales are held as their logarithms, so that they stay positive whatever the
+solver does (a scale at or below 0 turns gravity or the link's inertia round and lets the
+estimate settle on a motion that explains a gyro equally well); :meth:`StateLayout.gravity_scale`
+and ``mass_scale`` give the scales themselves.
 """
 from __future__ import annotations
 
@@ -40,18 +40,17 @@ class StateLayout:
     n_b: int
     has_gravity: bool
     has_mass: bool
-    bias_slices: tuple[slice | None, ...]      # per gyro: its bias columns within b (or None)
+    bias_slices: tuple[slice | None, ...]      # per sensor (Mechanism.sensors): its bias columns in b, or None
     n_e: int = 0                               # model-error forces (model_error_joints, or none)
 
     @staticmethod
     def for_mechanism(mech: Mechanism, cfg: EstimatorConfig) -> "StateLayout":
         slices: list[slice | None] = []
         nb = 0
-        for g in mech.gyros:
-            if g.config.bias_sigma > 0 or g.config.bias_instability > 0:
-                k = len(g.rows)
-                slices.append(slice(nb, nb + k))
-                nb += k
+        for s in mech.sensors:
+            if s.bias_dim:
+                slices.append(slice(nb, nb + s.bias_dim))
+                nb += s.bias_dim
             else:
                 slices.append(None)
         return StateLayout(mech.n, mech.m, mech.n_u, nb, cfg.estimate_gravity,
@@ -116,7 +115,7 @@ class StateLayout:
 
     def prior_sigmas(self, mech: Mechanism, cfg: EstimatorConfig) -> np.ndarray:
         """Standard deviations of the prior on a run's first keyframe, per state entry (the
-        config's ``noise.prior_*``, ``model_error.prior``, each gyro's bias sigma; inf on the
+        config's ``noise.prior_*``, ``model_error.prior``, each sensor's bias sigma; inf on the
         multipliers). ``prior_gravity`` / ``prior_mass`` are sigmas of the scales' logarithms."""
         nz = cfg.noise
         sig = np.full(self.dim, np.inf)
@@ -125,9 +124,9 @@ class StateLayout:
         sig[self.A] = nz.prior_acceleration
         sig[self.U] = nz.prior_input
         sig[self.E] = cfg.model_error.prior
-        for g, sl in zip(mech.gyros, self.bias_slices):
+        for sensor, sl in zip(mech.sensors, self.bias_slices):
             if sl is not None:
-                sig[self.B.start + sl.start:self.B.start + sl.stop] = max(g.config.bias_sigma, 1e-6)
+                sig[self.B.start + sl.start:self.B.start + sl.stop] = max(sensor.bias_sigma, 1e-6)
         sig[self.S] = nz.prior_gravity
         sig[self.MU] = nz.prior_mass
         return sig

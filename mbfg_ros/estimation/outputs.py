@@ -18,8 +18,8 @@ class Estimate:
     q, v, a (n,): joint positions, velocities, accelerations (rad or m, per s, per s^2);
     lam (m,): closure multipliers; u (n_u,): estimated unknown input efforts; model_error: the
     estimated model-error forces (N m or N, on the coordinates of
-    :func:`~mbfg_ros.estimation.layout.model_error_joints`; empty unless enabled); bias: gyro biases
-    (rad/s); gravity_scale, mass_scale (1 unless estimated). effort (n,): the actuator effort of
+    :func:`~mbfg_ros.estimation.layout.model_error_joints`; empty unless enabled); bias: sensor
+    biases (gyros rad/s, accelerometers m/s^2); gravity_scale, mass_scale (1 unless estimated). effort (n,): the actuator effort of
     every joint (known inputs + estimated inputs, 0 for passive joints); covariance: marginal
     covariance of [q_dof, v_dof] if asked.
     """
@@ -153,9 +153,8 @@ def estimate_forces(mech, data, e: Estimate, tau: np.ndarray) -> Forces:
     closures = [ClosureForce(c.name, c.frame_b, f, tq) for c, (f, tq) in
                 zip(mech.closure_configs, mech.closure_wrenches_in_frame_b(data, e.q, e.lam))]
     cells = {}
-    for k, cell in enumerate(mech.load_cells):
-        cells[cell.config.name] = mech.load_cell(data, k, e.q, e.v, e.a, e.lam, e.u, tau,
-                                                  derivatives=False)[0]
+    for cell in mech.load_cells:
+        cells[cell.config.name] = float(cell.value(mech, data, e.q, e.v, e.a, e.lam, e.u, tau)[0])
     act = set(mech.input_joints) | set(mech.known_input_joints)
     efforts = {name: float(e.effort[mech.index[name]]) for name in mech.joint_names if name in act}
     return Forces(closures, cells, efforts)

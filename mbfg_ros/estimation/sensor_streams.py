@@ -16,13 +16,14 @@ INNOVATION_CLIP = 10.0       # |innovations| are clipped here, so a lone outlier
 
 
 class SensorStream:
-    """One input stream (``kind``: encoder | gyro | load_cell | command): its counts, its recent
+    """One input stream (``kind``: a sensor kind or command): its counts, its recent
     stamps (duplicates), its newest stamp of the run, its running innovation scale and its
     stamps' timing error (``jitter``, s: ``stated`` if given, else measured from its stamps).
 
     ``index`` is the sensor's index in the mechanism's list of its kind (the joint index for
-    known-input commands); ``dim`` the number of values per reading (3 for a gyro, else 1). The
-    readings themselves wait in the :class:`~mbfg_ros.estimation.schedule.StepInbox`.
+    known-input commands); ``dim`` the number of values per reading (3 for a gyro or an
+    accelerometer, else 1). The readings themselves wait in the
+    :class:`~mbfg_ros.estimation.schedule.StepInbox`.
     """
 
     def __init__(self, name: str, kind: str, index: int, dim: int, stated_jitter: float | None = None) -> None:

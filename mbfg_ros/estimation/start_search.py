@@ -213,7 +213,7 @@ class StartSearch:
         for s, _, y in gyro:
             g = mech.gyros[s.index]
             sig = g.config.noise
-            G = np.column_stack([mech.gyro(self.data, s.index, q, c, derivatives=False) for c in cols])
+            G = np.column_stack([g.evaluate(mech, self.data, q, c, derivatives=False) for c in cols])
             rows.append(G / sig)
             rhs.append(y[g.rows] / sig)
         A = np.vstack(rows + [np.diag(1.0 / sv)])

@@ -9,7 +9,7 @@ Rows, in order:
    integration noise per coordinate, a parameter of the step (by default the configured noise
    raised to the truncation error at ``mechanism.top_speed``, :mod:`mbfg_ros.model.speed`; the
    online estimator raises it to the motion it sees, :mod:`.integration_noise`);
-2. the random walk of the slow states (unknown inputs, model-error forces, gyro biases, log
+2. the random walk of the slow states (unknown inputs, model-error forces, sensor biases, log
    gravity / mass scale);
 3. at x1: the loop closures at position, velocity and acceleration level and the equations of
    motion ``M a + h + F(v) - tau - B u - B_e e - Phi_q^T lam = 0`` (with the gravity / mass
@@ -392,9 +392,9 @@ class StepFunction:
         out += [self.cfg.model_error.random_walk] * lay.n_e
         scaled = np.zeros(lay.dim - lay.slow.start)
         scaled[:len(out)] = 1.0
-        for g, sl in zip(self.mech.gyros, lay.bias_slices):
+        for sensor, sl in zip(self.mech.sensors, lay.bias_slices):
             if sl is not None:
-                out += [max(g.config.bias_instability, 1e-9)] * (sl.stop - sl.start)
+                out += [max(sensor.bias_instability, 1e-9)] * (sl.stop - sl.start)
         if lay.has_gravity:
             out.append(nz.gravity_random_walk)
         if lay.has_mass:

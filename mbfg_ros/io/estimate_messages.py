@@ -25,7 +25,7 @@ topic                           type                                content
 ``/tf``                         tf2_msgs/msg/TFMessage              parent -> child link of every
                                                                     movable joint
 ``/tf_static``                  tf2_msgs/msg/TFMessage              fixed joints, config frames,
-                                                                    gyro frame ids, world_frame
+                                                                    Imu frame ids, world_frame
                                                                     (once, latched)
 ``/diagnostics``                diagnostic_msgs/msg/DiagnosticArray sensors, inputs and solver
 ==============================  ==================================  =============================
@@ -161,8 +161,9 @@ def transform_stamped(stamp_ns: int, parent: str, child: str, values):
 def static_tf_message(mech: Mechanism, stamp_ns: int, names: OutputNames, world_frame: str = ""):
     """TFMessage of every frame that never moves relative to its parent, so that every frame id
     the estimator publishes (and the rig's sensor messages carry) resolves in TF: the URDF's
-    fixed joints; the config's ``frames`` on their parent; each gyro's ``frame_id`` on its
-    ``frame``, turned by ``rotation_rpy`` (unless a link or frame already has that name); and
+    fixed joints; the config's ``frames`` on their parent; each Imu sensor's (gyro's,
+    accelerometer's) ``frame_id`` on its ``frame``, turned by ``rotation_rpy`` (unless a link or
+    frame already has that name); and
     ``world_frame`` on the URDF's root link (identity), if given. For /tf_static."""
     msg = tf_message(mech, mech.create_data(), np.zeros(mech.n), stamp_ns, names, fixed=True)
     known = {mech.urdf.root_link} | {j.child for j in mech.urdf.tree} | {j.parent for j in mech.urdf.tree}
@@ -171,13 +172,14 @@ def static_tf_message(mech: Mechanism, stamp_ns: int, names: OutputNames, world_
         msg.transforms.append(_transform(stamp_ns, names.frame(mech.tf_frame(fc.parent)),
                                          names.frame(fc.name), M))
         known.add(fc.name)
-    for g in mech.config.sensors.gyros:
-        frame_id = g.frame_id or g.name
-        if frame_id in known:
+    for sensor in mech.sensors:
+        mount = sensor.mount(mech)
+        if mount is None or mount[1] in known:
             continue
+        frame, frame_id, rpy = mount
         known.add(frame_id)
-        M = pin.SE3(pin.rpy.rpyToMatrix(*g.rotation_rpy), np.zeros(3))
-        msg.transforms.append(_transform(stamp_ns, names.frame(mech.tf_frame(g.frame)),
+        M = pin.SE3(pin.rpy.rpyToMatrix(*rpy), np.zeros(3))
+        msg.transforms.append(_transform(stamp_ns, names.frame(mech.tf_frame(frame)),
                                          names.frame(frame_id), M))
     root = names.frame(mech.urdf.root_link)
     if world_frame and world_frame != root:

@@ -153,6 +153,7 @@ def log_samples(table: LogTable, log_map: LogMap, mech: Mechanism) -> LogImport:
     """The samples of every mapped channel of ``table`` (see the module docstring)."""
     bound = check_log_map(log_map, mech)
     topics = {c.name: c.topic for c in sensor_channels(mech)}
+    dims = {c.name: c.model.dim for c in sensor_channels(mech)}
     ns, valid = row_stamps(table, log_map)
     rows = np.nonzero(valid)[0]
     if not rows.size:
@@ -180,7 +181,7 @@ def log_samples(table: LogTable, log_map: LogMap, mech: Mechanism) -> LogImport:
         stats.written = int(idx.size)
         _timing(stats, ns[idx], first, log_map.gap_factor)
         channels.append(stats)
-        full = np.zeros((idx.size, 3 if kind == "gyro" else 1))
+        full = np.zeros((idx.size, dims.get(ch.channel, 1)))
         full[:, list(ch.axes)] = values[idx]
         rel = (ns[idx] - epoch) / 1e9
         streams.append([Sample(ch.channel, kind, t, t, v) for t, v in zip(rel.tolist(), full)])

@@ -12,8 +12,9 @@ mean"); README "mbfg import" has a full example. Its fields:
   periods is reported as a gap (default 5);
 - ``delimiter``: CSV only, ``auto`` (sniffed; default) or the character;
 - ``sensors``: {config sensor name: column}, or {name: {column: C, scale: k, offset: b}} (reading
-  = k * cell + b, in the config's units: rad or m, rad/s, N or N m); a gyro gives one column per
-  measured axis, ``columns: {x: C1, z: C3}`` (a single-axis gyro may use ``column``);
+  = k * cell + b, in the config's units: rad or m, rad/s, N or N m, m/s^2); a gyro or an
+  accelerometer gives one column per measured axis, ``columns: {x: C1, z: C3}`` (a single-axis
+  one may use ``column``);
 - ``inputs``: {known-input joint: column} (or the mapping form), the commanded effort (N m or N).
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from mbfg_ros.errors import ConfigError
-from mbfg_ros.model.config import AXES
+from mbfg_ros.model.config_fields import AXES
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.yaml_reader import YamlNode, check_name, load_yaml_file
 
@@ -41,8 +42,8 @@ class ChannelColumns:
     """Where one channel's reading comes from: value = scale * cell + offset, per column.
 
     ``channel``: the config's sensor name, or ``command:<joint>`` for a known input; ``columns``:
-    the log's columns, one per component; ``axes``: for a gyro the sensor axis (0 x, 1 y, 2 z) of
-    each column, else (0,); ``field``: the map's field, for messages; ``per_axis``: the map
+    the log's columns, one per component; ``axes``: for a gyro or an accelerometer the sensor
+    axis (0 x, 1 y, 2 z) of each column, else (0,); ``field``: the map's field, for messages; ``per_axis``: the map
     named the columns by axis (``columns: {x: ...}``) rather than one ``column``."""
     channel: str
     columns: tuple[str, ...]
@@ -136,15 +137,19 @@ def load_log_map(path: str | Path) -> LogMap:
     return parse_log_map(load_yaml_file(path, "map file"), Path(path))
 
 
+def _a(kind: str) -> str:
+    """A sensor kind with its article: "a gyro", "an encoder", "a load cell"."""
+    name = kind.replace("_", " ")
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
 def check_log_map(log_map: LogMap, mech: Mechanism) -> list[tuple[str, ChannelColumns]]:
-    """Check the map's channels against the rig (sensor names with a "did you mean", a gyro's
-    columns on its measured axes, inputs on known-input joints); returns (kind, channel) pairs,
-    kind one of encoder, gyro, load_cell, command."""
+    """Check the map's channels against the rig (sensor names with a "did you mean", a gyro's or
+    an accelerometer's columns on its measured axes, inputs on known-input joints); returns
+    (kind, channel) pairs, kind a sensor kind or command."""
     file = str(log_map.source) if log_map.source else None
     node = YamlNode({}, "", file)
-    kinds = {e.config.name: "encoder" for e in mech.encoders}
-    kinds.update({g.config.name: "gyro" for g in mech.gyros})
-    kinds.update({c.config.name: "load_cell" for c in mech.load_cells})
+    sensors = {m.name: m for m in mech.sensors}
     out = []
     for ch in log_map.channels:
         given = dict(zip(("xyz"[a] for a in ch.axes), ch.columns)) if ch.per_axis else ch.columns[0]
@@ -155,20 +160,20 @@ def check_log_map(log_map: LogMap, mech: Mechanism) -> list[tuple[str, ChannelCo
                 raise ConfigError(f"not a known input of the config (actuation: {mech.config.joint(joint).actuation}); "
                                   "only joints with actuation: known read a commanded effort", file=file,
                                   field=ch.field, value=joint)
-            kind = "command"
+            kind, dim = "command", 1
         else:
-            check_name(node, ch.field, ch.channel, list(kinds), "sensor")
-            kind = kinds[ch.channel]
-        if kind == "gyro":
-            gyro = next(g for g in mech.gyros if g.config.name == ch.channel)
-            measured = sorted(int(r) for r in gyro.rows)
+            check_name(node, ch.field, ch.channel, list(sensors), "sensor")
+            model = sensors[ch.channel]
+            kind, dim = model.kind, model.dim
+        if dim > 1:           # a sensor of a sensor frame's axes (gyro, accelerometer)
+            measured = sorted(int(r) for r in model.rows)
             if not ch.per_axis and len(measured) == 1:
                 ch = dataclasses.replace(ch, axes=(measured[0],))
             elif not ch.per_axis or sorted(ch.axes) != measured:
-                raise ConfigError(f"a gyro needs one column per measured axis: {', '.join(AXES[i] for i in measured)} "
+                raise ConfigError(f"{_a(kind)} needs one column per measured axis: {', '.join(AXES[i] for i in measured)} "
                                   "(columns: {axis: COLUMN, ...})", file=file, field=ch.field, value=given)
         elif ch.per_axis:
-            raise ConfigError(f"a {kind.replace('_', ' ')} reads one column (column: NAME)", file=file,
+            raise ConfigError(f"{_a(kind)} reads one column (column: NAME)", file=file,
                               field=ch.field, value=given)
         out.append((kind, ch))
     return out

@@ -78,21 +78,30 @@ def joint_state(ns: int, names: Sequence[str], position=None, velocity=None, eff
         velocity=_array(velocity), effort=_array(effort))
 
 
-def imu(ns: int, frame_id: str, angular_velocity, noise: float):
-    """sensor_msgs/msg/Imu with angular_velocity (rad/s) and its covariance diagonal noise^2;
-    orientation and linear acceleration are marked unknown (covariance[0] = -1)."""
+def imu(ns: int, frame_id: str, angular_velocity=None, noise: float = 0.0, linear_acceleration=None,
+        acceleration_noise: float = 0.0):
+    """sensor_msgs/msg/Imu with angular_velocity (rad/s) and linear_acceleration (m/s^2), each
+    with its covariance diagonal noise^2; a field not given is zeros marked unknown (covariance[0]
+    = -1), and so is the orientation."""
     T = typestore().types
     unknown = np.zeros(9)
     unknown[0] = -1.0
-    w = np.asarray(angular_velocity, float)
+    V = T["geometry_msgs/msg/Vector3"]
+
+    def vector(values, sigma: float):
+        if values is None:
+            return V(x=0.0, y=0.0, z=0.0), unknown.copy()
+        w = np.asarray(values, float)
+        return V(x=float(w[0]), y=float(w[1]), z=float(w[2])), np.diag(np.full(3, float(sigma) ** 2)).reshape(9)
+
+    w, w_cov = vector(angular_velocity, noise)
+    acc, acc_cov = vector(linear_acceleration, acceleration_noise)
     return T[IMU](
         header=header(ns, frame_id),
         orientation=T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
         orientation_covariance=unknown.copy(),
-        angular_velocity=T["geometry_msgs/msg/Vector3"](x=float(w[0]), y=float(w[1]), z=float(w[2])),
-        angular_velocity_covariance=np.diag(np.full(3, float(noise) ** 2)).reshape(9),
-        linear_acceleration=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0),
-        linear_acceleration_covariance=unknown.copy())
+        angular_velocity=w, angular_velocity_covariance=w_cov,
+        linear_acceleration=acc, linear_acceleration_covariance=acc_cov)
 
 
 def wrench_stamped(ns: int, frame_id: str, force, torque):

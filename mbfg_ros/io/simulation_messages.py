@@ -4,14 +4,16 @@ Sensor topics (names and frame ids from the mechanism config):
 - encoders: sensor_msgs/msg/JointState on the encoder's topic, ``position`` only, header.frame_id
   empty; encoders sampled together (same topic, same stamp) share one message listing every
   joint name;
-- gyros: sensor_msgs/msg/Imu on its topic, header.frame_id = the gyro's ``frame_id``,
-  angular_velocity (x, y, z) rad/s, angular_velocity_covariance diagonal noise^2,
-  orientation_covariance[0] = -1 and linear_acceleration_covariance[0] = -1 (not provided);
+- gyros and accelerometers: sensor_msgs/msg/Imu on its topic, header.frame_id = the sensor's
+  ``frame_id``, angular_velocity (x, y, z) rad/s and linear_acceleration (x, y, z) m/s^2 with
+  their covariances diagonal noise^2; orientation_covariance[0] = -1 (not provided), and so for
+  the field of a sensor the topic does not carry (a gyro and an accelerometer sharing a topic
+  share its messages);
 - load cells: geometry_msgs/msg/WrenchStamped on its topic, header.frame_id = the frame of the
   cell's axis, the reading times the axis in ``force`` (component force) or ``torque``; load
   cells sampled together (same topic, same stamp: a force-torque sensor's components) share one
   message whose force (torque) is the vector their readings of that component give (exact:
-  their axes of one component are independent, :class:`~mbfg_ros.io.sensor_inputs.InputRouter`);
+  their axes of one component are independent, :meth:`~mbfg_ros.sensors.load_cell.WrenchInput.check`);
 - known inputs: sensor_msgs/msg/JointState with ``effort`` on the joint's ``topic`` (default
   /joint_commands), one message per stamp listing the known-input joints of that topic.
 
@@ -34,14 +36,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
-import numpy as np
-
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.io import messages as msgs
 from mbfg_ros.io.sensor_inputs import InputRouter
 from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.sensors.load_cell import component_wrench, shared_wrench
 from mbfg_ros.sim.ground_truth import GroundTruth
 from mbfg_ros.sim.sensors import Sample, SensorChannel, sensor_channels
+
+MESSAGE_ORDER = {msgs.JOINT_STATE: 1}
+"""Messages of one receive time are written in this order of their type (others 0 first, then the
+JointStates), each type in the order of its first sample."""
 
 
 @dataclass(frozen=True)
@@ -78,79 +83,61 @@ def sensor_topics(mech: Mechanism) -> dict[str, str]:
         InputRouter(mech)
     except ValueError as exc:
         raise MbfgError(str(exc)) from None
-    kinds = {"encoder": msgs.JOINT_STATE, "command": msgs.JOINT_STATE, "gyro": msgs.IMU,
-             "load_cell": msgs.WRENCH_STAMPED}
     out: dict[str, str] = {}
     for ch in sensor_channels(mech):
-        t = kinds[ch.kind]
+        t = ch.model.message_type
         if out.setdefault(ch.topic, t) != t:
             raise MbfgError(f"topic {ch.topic} would carry both {out[ch.topic]} and {t}: give the "
                             f"sensor {ch.name!r} its own topic in the config")
     return out
 
 
-def _load_cell_wrench(component: str, axis: np.ndarray, value: float) -> tuple[np.ndarray, np.ndarray]:
-    vec = float(value) * np.asarray(axis, float)
-    zero = np.zeros(3)
-    return (vec, zero) if component == "force" else (zero, vec)
-
-
-def _load_cells_wrench(cells: list, values: list[float]) -> tuple[np.ndarray, np.ndarray]:
-    """(force, torque) whose components along each cell's axis are its reading (``cells``:
-    LoadCellModel; one cell: the reading times its axis)."""
-    out = []
-    for component in ("force", "torque"):
-        rows = [(c.axis, v) for c, v in zip(cells, values) if c.config.component == component]
-        if len(rows) == 1:
-            out.append(_load_cell_wrench(component, rows[0][0], rows[0][1])[component == "torque"])
-        elif rows:
-            A = np.array([a for a, _ in rows], float)
-            out.append(np.linalg.lstsq(A, np.array([v for _, v in rows], float), rcond=None)[0])
-        else:
-            out.append(np.zeros(3))
-    return out[0], out[1]
+def _message(msgtype: str, ns: int, frame_id: str, parts: list[dict]):
+    """The message of one sample group's readings (each sensor's
+    :meth:`~mbfg_ros.sensors.base.SensorModel.message_part`)."""
+    if msgtype == msgs.JOINT_STATE:
+        names = [p["name"] for p in parts]
+        if "position" in parts[0]:
+            return msgs.joint_state(ns, names, position=[p["position"] for p in parts])
+        return msgs.joint_state(ns, names, effort=[p["effort"] for p in parts])
+    if msgtype == msgs.IMU:
+        fields = {k: v for p in parts for k, v in p.items()}
+        return msgs.imu(ns, frame_id, fields.get("angular_velocity"), fields.get("angular_velocity_noise", 0.0),
+                        fields.get("linear_acceleration"), fields.get("linear_acceleration_noise", 0.0))
+    if msgtype == msgs.WRENCH_STAMPED:
+        return msgs.wrench_stamped(ns, frame_id, *shared_wrench(parts))
+    raise MbfgError(f"the simulator cannot write {msgtype}")
 
 
 def sensor_messages(samples: Iterable[Sample], mech: Mechanism, epoch_ns: int,
                     channels: list[SensorChannel] | None = None) -> Iterator[BagMessage]:
-    """Messages of ``samples`` (sorted by receive time) for ``mech``'s sensors; JointState
-    samples of one topic with the same stamp and receive time are merged into one message, and
-    so are the load cells of one topic (one WrenchStamped)."""
+    """Messages of ``samples`` (sorted by receive time) for ``mech``'s sensors; samples of one
+    message group (encoders, or known inputs, or an Imu's sensors, or the load cells of one
+    WrenchStamped) on one topic with the same stamp and receive time are merged into one message."""
     by_name = {ch.name: ch for ch in (channels or sensor_channels(mech))}
     pending: list[Sample] = []
 
     def flush() -> Iterator[BagMessage]:
-        merged: dict[tuple[str, str, float], list[Sample]] = {}
-        for s in pending:
-            ch = by_name[s.sensor]
-            if s.kind in ("encoder", "command", "load_cell"):
-                merged.setdefault((s.kind, ch.topic, s.stamp), []).append(s)
-        for s in pending:               # gyros, and a topic's load cells where the first one is
-            ch = by_name[s.sensor]
-            if s.kind == "gyro":
-                yield _imu(s, ch)
-            elif s.kind == "load_cell" and ("load_cell", ch.topic, s.stamp) in merged:
-                yield _wrench(merged.pop(("load_cell", ch.topic, s.stamp)), ch)
-        for (kind, topic, stamp), group in merged.items():
-            ns = msgs.stamp_ns(stamp, epoch_ns)
-            names = [by_name[s.sensor].joint for s in group]
-            values = [float(s.value[0]) for s in group]
-            msg = (msgs.joint_state(ns, names, position=values) if kind == "encoder"
-                   else msgs.joint_state(ns, names, effort=values))
-            yield BagMessage(topic, msgs.JOINT_STATE, msgs.stamp_ns(group[0].receive, epoch_ns), msg)
+        merged: dict[tuple, list[Sample]] = {}
+        for i, s in enumerate(pending):
+            model = by_name[s.sensor].model
+            if not model.message_group:
+                key: tuple = (i,)                       # a message of its own
+            else:
+                key = (model.message_group, model.topic, s.stamp, 0)
+                if model.message_type != msgs.JOINT_STATE:   # one field per sensor: a repeat starts another
+                    while any(x.sensor == s.sensor for x in merged.get(key, ())):
+                        key = key[:3] + (key[3] + 1,)
+            merged.setdefault(key, []).append(s)
+        groups = sorted(merged.values(), key=lambda g: MESSAGE_ORDER.get(by_name[g[0].sensor].model.message_type, 0))
+        for group in groups:
+            topic, stamp = by_name[group[0].sensor].topic, group[0].stamp
+            ch = by_name[group[0].sensor]
+            msgtype = ch.model.message_type
+            msg = _message(msgtype, msgs.stamp_ns(stamp, epoch_ns), ch.frame_id,
+                           [by_name[s.sensor].model.message_part(s.value) for s in group])
+            yield BagMessage(topic, msgtype, msgs.stamp_ns(group[0].receive, epoch_ns), msg)
         pending.clear()
-
-    def _imu(s: Sample, ch: SensorChannel) -> BagMessage:
-        ns = msgs.stamp_ns(s.stamp, epoch_ns)
-        log = msgs.stamp_ns(s.receive, epoch_ns)
-        return BagMessage(ch.topic, msgs.IMU, log, msgs.imu(ns, ch.frame_id, s.value, ch.noise))
-
-    def _wrench(group: list[Sample], ch: SensorChannel) -> BagMessage:
-        f, t = _load_cells_wrench([mech.load_cells[by_name[s.sensor].index] for s in group],
-                                  [float(s.value[0]) for s in group])
-        ns = msgs.stamp_ns(group[0].stamp, epoch_ns)
-        log = msgs.stamp_ns(group[0].receive, epoch_ns)
-        return BagMessage(ch.topic, msgs.WRENCH_STAMPED, log, msgs.wrench_stamped(ns, ch.frame_id, f, t))
 
     current = None
     for s in samples:
@@ -187,7 +174,7 @@ def truth_messages(truth: GroundTruth, mech: Mechanism, epoch_ns: int) -> Iterat
                              msgs.wrench_stamped(ns, truth.closure_frames[k], truth.closure_force[i, k],
                                                  truth.closure_torque[i, k]))
         for k, topic in enumerate(cell_topics):
-            f, tq = _load_cell_wrench(truth.load_cell_components[k], truth.load_cell_axes[k],
+            f, tq = component_wrench(truth.load_cell_components[k], truth.load_cell_axes[k],
                                       truth.load_cells[i, k])
             yield BagMessage(topic, msgs.WRENCH_STAMPED, ns,
                              msgs.wrench_stamped(ns, truth.load_cell_frames[k], f, tq))

@@ -27,20 +27,13 @@ def command_joint(channel: str) -> str | None:
 
 
 def channel_names(mech: Mechanism) -> list[str]:
-    """Every sensor name of the config and ``command:<joint>`` for every known-input joint."""
-    return ([e.config.name for e in mech.encoders] + [g.config.name for g in mech.gyros]
-            + [c.config.name for c in mech.load_cells] + [command_channel(j) for j in mech.known_input_joints])
+    """Every sensor name of the config (in the sensor kinds' order) and ``command:<joint>`` for
+    every known-input joint."""
+    return [s.name for s in mech.sensors] + [command_channel(j) for j in mech.known_input_joints]
 
 
 def load_cell_frame(mech: Mechanism, k: int) -> str:
     """Frame name of load cell k's axis (the frame_id of its messages, a TF frame; the frame of
-    its estimated reading on ``~/forces/<cell>``): its ``frame``, else the closure's frame_b,
-    else the joint's child link (joint and actuator cells); a joint named as the frame is its
-    child link. Never a joint name."""
-    cell = mech.load_cells[k]
-    if cell.config.frame:
-        return mech.tf_frame(cell.config.frame)
-    if cell.config.measures == "closure":
-        return mech.closure_configs[cell.closure].frame_b
-    child = {j.name: j.child for j in mech.urdf.joints}
-    return child[cell.config.joint]
+    its estimated reading on ``~/forces/<cell>``; the kind's rule,
+    :meth:`~mbfg_ros.sensors.load_cell.LoadCellModel.header_frame`). Never a joint name."""
+    return mech.load_cells[k].header_frame(mech)

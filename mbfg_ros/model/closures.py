@@ -44,12 +44,15 @@ opposite wrench.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pinocchio as pin
 
-from mbfg_ros.model.config import ClosureConfig
 from mbfg_ros.model.kinematics import FrameKinematics, FrameSet, cross, cross_rows
+
+if TYPE_CHECKING:                      # the config imports the sensor kinds, which import this
+    from mbfg_ros.model.config import ClosureConfig
 
 ROWS = {"point": 3, "planar_revolute": 2, "revolute": 5, "prismatic": 5, "planar_prismatic": 2,
         "weld": 6, "distance": 1}

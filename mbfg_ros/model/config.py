@@ -12,41 +12,31 @@ child link, or by a frame declared in ``frames:``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 from typing import Any
 
 from mbfg_ros.errors import ConfigError
+from mbfg_ros.model.config_fields import (AXES, GRAVITY_LIMIT, KEYFRAME_RATE_RANGE, LAG_RANGE,  # noqa: F401
+                                          MAX_WINDOW_KEYFRAMES, NOISE_RANGE, ROBUST_THRESHOLD_RANGE,
+                                          SENSOR_RATE_RANGE, noise_field, topic_field)
 from mbfg_ros.model.yaml_reader import YamlNode, load_yaml_file
 from mbfg_ros.model.speed import needed_keyframe_rate
+# the sensor kinds' sections (each kind's module, mbfg_ros/sensors), importable from here too
+from mbfg_ros.sensors.accelerometer import AccelerometerConfig  # noqa: F401
+from mbfg_ros.sensors.encoder import EncoderConfig  # noqa: F401
+from mbfg_ros.sensors.gyro import GyroConfig  # noqa: F401
+from mbfg_ros.sensors.load_cell import MEASURES, LoadCellConfig  # noqa: F401
+from mbfg_ros.sensors.registry import SENSOR_KINDS
 
 CLOSURE_TYPES = ("point", "planar_revolute", "revolute", "prismatic", "planar_prismatic", "weld",
                  "distance")
 """Loop-closure (cut-joint) kinds and their number of constraint rows (see closures.py)."""
 
 ACTUATION_KINDS = ("passive", "known", "unknown")
-LOAD_CELL_KINDS = ("closure", "joint", "actuator")
+LOAD_CELL_KINDS = MEASURES
 ROBUST_LOSSES = ("none", "huber", "cauchy")
 INTEGRATORS = ("hermite", "trapezoidal", "euler")
-AXES = ("x", "y", "z")
-
-# Bounds of the numbers of a config (the node's parameters use the same ones). A value outside
-# them is refused with the field and the range: an absurd number (a keyframe rate of 1e9 Hz, a
-# gravity of 1e300) would otherwise exhaust memory or hang the estimator instead of failing.
-KEYFRAME_RATE_RANGE = (1.0, 2000.0)
-"""Hz: estimator.keyframe_rate (and the node's keyframe_rate parameter)."""
-LAG_RANGE = (0.01, 60.0)
-"""s: estimator.lag (and the node's lag parameter)."""
-MAX_WINDOW_KEYFRAMES = 20000
-"""keyframes: lag x keyframe_rate, the smoother's window (10 s at 2 kHz, 100 s at 200 Hz)."""
-SENSOR_RATE_RANGE = (0.01, 100000.0)
-"""Hz: a sensor's nominal rate."""
-NOISE_RANGE = (1e-9, 1e9)
-"""SI: every standard deviation (sensor noise, estimator.noise.*)."""
-GRAVITY_LIMIT = 1000.0
-"""m/s^2: the largest gravity magnitude (about 100 g)."""
-ROBUST_THRESHOLD_RANGE = (0.01, 1000.0)
-"""sigmas: estimator.robust_loss.threshold."""
 
 
 @dataclass(frozen=True)
@@ -110,74 +100,17 @@ class JointConfig:
     topic: str = "joint_commands"
 
 
-@dataclass(frozen=True)
-class EncoderConfig:
-    """Joint encoder: sensor_msgs/JointState on ``topic``, position of ``joint`` (rad or m).
-
-    ``multi_turn`` (default true): the reading is a continuous count (rad since the zero, any
-    number of turns: a counter or a motor drive's position), compared with the joint angle as
-    it is, so a whole-turn slip of the estimate is a 2 pi residual, never hidden. False: a
-    single-turn (absolute) encoder whose reading wraps into [-pi, pi); the residual is then
-    taken modulo 2 pi. Prismatic joints ignore it."""
-    name: str
-    joint: str
-    noise: float
-    topic: str
-    rate: float = 1000.0
-    resolution: float = 0.0
-    multi_turn: bool = True
+def _sensors_all(self) -> tuple[Any, ...]:
+    """Every sensor's config, in the kinds' order (encoders, gyros, load cells, ...)."""
+    return tuple(c for kind in SENSOR_KINDS for c in getattr(self, kind.section))
 
 
-@dataclass(frozen=True)
-class GyroConfig:
-    """Gyroscope on a link or frame: sensor_msgs/Imu angular_velocity on ``topic`` (rad/s).
-
-    ``rotation_rpy`` is the sensor's mounting rotation relative to ``frame`` (roll, pitch, yaw in
-    rad, URDF convention); ``axes`` the measured axes of the sensor frame. ``bias_instability``
-    is the bias random walk (rad/s per sqrt(s)); ``bias_sigma`` the prior sigma of the bias (rad/s).
-    """
-    name: str
-    frame: str
-    noise: float
-    topic: str
-    rate: float = 400.0
-    rotation_rpy: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    axes: tuple[str, ...] = AXES
-    bias_instability: float = 0.0
-    bias_sigma: float = 0.0
-    frame_id: str = ""
-
-
-@dataclass(frozen=True)
-class LoadCellConfig:
-    """Load cell: geometry_msgs/WrenchStamped (or std_msgs/Float64) on ``topic``.
-
-    ``measures``:
-      - ``closure``: a component of the reaction the closure exerts on frame_b's body;
-      - ``joint``: a component of the wrench a joint transmits from parent to child;
-      - ``actuator``: the actuator effort of a joint (N m or N).
-    ``component`` (force|torque) and ``axis`` (in ``frame``) select the measured component.
-    """
-    name: str
-    measures: str
-    noise: float
-    topic: str
-    rate: float = 200.0
-    closure: str = ""
-    joint: str = ""
-    component: str = "force"
-    axis: tuple[float, float, float] = (1.0, 0.0, 0.0)
-    frame: str = ""
-
-
-@dataclass(frozen=True)
-class SensorsConfig:
-    encoders: tuple[EncoderConfig, ...] = ()
-    gyros: tuple[GyroConfig, ...] = ()
-    load_cells: tuple[LoadCellConfig, ...] = ()
-
-    def all(self) -> tuple[Any, ...]:
-        return (*self.encoders, *self.gyros, *self.load_cells)
+SensorsConfig = make_dataclass(
+    "SensorsConfig", [(kind.section, tuple, field(default=())) for kind in SENSOR_KINDS], frozen=True,
+    namespace={"all": _sensors_all, "__module__": __name__,
+               "__doc__": "The config's sensors: one tuple of configs per sensor kind's section "
+                          "(``encoders``, ``gyros``, ``load_cells``, ``accelerometers``: "
+                          ":data:`mbfg_ros.sensors.registry.SENSOR_KINDS`), in file order."})
 
 
 @dataclass(frozen=True)
@@ -316,29 +249,6 @@ class RigConfig:
         return self.joints.get(name) or JointConfig(name=name)
 
 
-def _rate(node: YamlNode, default: float) -> float:
-    return node.float("rate", default, positive=True, min=SENSOR_RATE_RANGE[0],
-                      max=SENSOR_RATE_RANGE[1], unit="Hz")
-
-
-def _noise(node: YamlNode, key: str = "noise", default: Any = None) -> float:
-    if default is None:
-        return node.float(key, positive=True, min=NOISE_RANGE[0], max=NOISE_RANGE[1])
-    return node.float(key, default, positive=True, min=NOISE_RANGE[0], max=NOISE_RANGE[1])
-
-
-def _topic(node: YamlNode) -> str:
-    """A topic name: relative (resolved in the node's namespace, the default) or absolute; not
-    private (``~``), which would differ between the rig and the estimator."""
-    topic = node.str("topic")
-    if not topic or " " in topic or topic.endswith("/") or "//" in topic:
-        raise node.error("topic", "not a valid ROS topic name", topic)
-    if topic.startswith("~"):
-        raise node.error("topic", "a private (~) name would differ between the rig and the "
-                         "estimator; use a relative or absolute name", topic)
-    return topic
-
-
 def _frames(root: YamlNode) -> tuple[FrameConfig, ...]:
     out = []
     for n in root.nodes("frames"):
@@ -389,59 +299,33 @@ def _joints(root: YamlNode) -> dict[str, JointConfig]:
             armature=n.float("armature", 0.0, nonnegative=True, unit="kg m^2 or kg"),
             offset=n.float("offset", 0.0, unit="N m or N"),
             actuation=n.str("actuation", "passive", choices=ACTUATION_KINDS),
-            topic=_topic(n) if n.has("topic") else "joint_commands")
+            topic=topic_field(n) if n.has("topic") else "joint_commands")
         n.finish()
     return out
 
 
 def _sensors(root: YamlNode) -> SensorsConfig:
     s = root.node("sensors", {})
-    encoders, gyros, cells = [], [], []
-    for n in s.nodes("encoders"):
-        encoders.append(EncoderConfig(name=n.str("name"), joint=n.str("joint"), noise=_noise(n),
-                                      topic=_topic(n), rate=_rate(n, 1000.0),
-                                      resolution=n.float("resolution", 0.0, nonnegative=True),
-                                      multi_turn=n.bool("multi_turn", True)))
-        n.finish()
-    for n in s.nodes("gyros"):
-        name = n.str("name")
-        axes = n.str_list("axes", list(AXES))
-        for a in axes:
-            if a not in AXES:
-                raise n.error("axes", "axes are a list of x, y, z", axes)
-        gyros.append(GyroConfig(name=name, frame=n.str("frame"), noise=_noise(n),
-                                topic=_topic(n), rate=_rate(n, 400.0),
-                                rotation_rpy=n.vector("rotation_rpy", 3, (0.0, 0.0, 0.0)),
-                                axes=tuple(axes),
-                                bias_instability=n.float("bias_instability", 0.0, nonnegative=True),
-                                bias_sigma=n.float("bias_sigma", 0.0, nonnegative=True),
-                                frame_id=n.str("frame_id", name)))
-        n.finish()
-    for n in s.nodes("load_cells"):
-        measures = n.str("measures", choices=LOAD_CELL_KINDS)
-        cell = LoadCellConfig(
-            name=n.str("name"), measures=measures, noise=_noise(n), topic=_topic(n),
-            rate=_rate(n, 200.0),
-            closure=n.str("closure") if measures == "closure" else "",
-            joint=n.str("joint") if measures in ("joint", "actuator") else "",
-            component=n.str("component", "force", choices=("force", "torque")),
-            axis=n.vector("axis", 3, (1.0, 0.0, 0.0), unit=True),
-            frame=n.str("frame", ""))
-        cells.append(cell)
-        n.finish()
+    sections = {}
+    for kind in SENSOR_KINDS:
+        items = []
+        for n in s.nodes(kind.section):
+            items.append(kind.parse(n))
+            n.finish()
+        sections[kind.section] = tuple(items)
     s.finish()
-    names = [x.name for x in (*encoders, *gyros, *cells)]
+    names = [x.name for items in sections.values() for x in items]
     for name in names:
         if names.count(name) > 1:
             raise s.error(None, "sensor names must be unique", name)
-    return SensorsConfig(tuple(encoders), tuple(gyros), tuple(cells))
+    return SensorsConfig(**sections)
 
 
 def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
     e = root.node("estimator", {})
     nz = e.node("noise", {})
     defaults = NoiseConfig()
-    noise = NoiseConfig(**{k: _noise(nz, k, getattr(defaults, k))
+    noise = NoiseConfig(**{k: noise_field(nz, k, getattr(defaults, k))
                            for k in NoiseConfig.__dataclass_fields__})
     nz.finish()
     rl = e.node("robust_loss", {})
@@ -453,7 +337,7 @@ def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
     me = e.node("model_error", {})
     model_error = ModelErrorConfig(
         random_walk=me.float("random_walk", 0.0, nonnegative=True, max=NOISE_RANGE[1], unit="N m per sqrt(s)"),
-        prior=_noise(me, "prior", ModelErrorConfig.prior))
+        prior=noise_field(me, "prior", ModelErrorConfig.prior))
     me.finish()
     mu = e.node("model_uncertainty", {})
     dm = ModelUncertaintyConfig()

@@ -3,7 +3,8 @@
 Following pinocchio's split, :class:`Mechanism` holds what never changes (the pinocchio Model,
 the compiled closures and sensors, index maps) and :class:`MechanismData` the scratch of one
 evaluation thread; every function takes the data explicitly, so one Mechanism can serve several
-threads or estimators.
+threads or estimators. Each sensor is compiled by its kind (:mod:`mbfg_ros.sensors`) into
+``Mechanism.sensors``, which holds its numeric and symbolic models.
 
 Coordinates: ``q``, ``v``, ``a`` are the joint coordinates of the URDF's movable joints in
 pinocchio order (``Mechanism.joint_names``), radians or metres; n = len(q). The closure rows
@@ -36,53 +37,17 @@ import pinocchio as pin
 from mbfg_ros.errors import ConfigError
 from mbfg_ros.model.closures import (ROWS, ClosureEval, ClosureSet, RowGroup, compile_closure,
                                      reaction_wrench, rotation_neutral)
-from mbfg_ros.model.config import (KEYFRAME_RATE_RANGE, ClosureConfig, EncoderConfig, GyroConfig,
-                                   LoadCellConfig, RigConfig, load_rig_config, window_problem)
-from mbfg_ros.model.kinematics import FrameSet, cross, cross3, cross_rows
+from mbfg_ros.model.config import KEYFRAME_RATE_RANGE, ClosureConfig, RigConfig, load_rig_config, window_problem
+from mbfg_ros.model.kinematics import FrameSet, cross3, cross_rows
 from mbfg_ros.model.speed import needed_keyframe_rate
 from mbfg_ros.model.springs import SpringModel, SpringSet
 from mbfg_ros.model.urdf import UrdfDescription, link_inertia, load_urdf
 from mbfg_ros.model.yaml_reader import YamlNode, check_name
-
-LOCAL = pin.LOCAL
-AXIS_INDEX = {"x": 0, "y": 1, "z": 2}
-
-
-@dataclass(frozen=True)
-class EncoderModel:
-    """y = q[index] (+ noise); single-turn angular encoders (``multi_turn: false``) compare
-    angles modulo 2 pi, multi-turn ones (the default) as they are."""
-    config: EncoderConfig
-    index: int
-    angular: bool
-
-    @property
-    def wraps(self) -> bool:
-        """Whether readings and residuals are taken modulo 2 pi (a single-turn angle encoder)."""
-        return self.angular and not self.config.multi_turn
-
-
-@dataclass(frozen=True)
-class GyroModel:
-    """y = R_mount^T omega_F (angular velocity of frame F in F coordinates) + bias, per axis."""
-    config: GyroConfig
-    frame_id: int
-    R_mount: np.ndarray
-    rows: np.ndarray          # selected axes (indices 0..2)
-
-
-@dataclass(frozen=True)
-class LoadCellModel:
-    """A load cell; see LoadCellConfig for ``measures`` kinds."""
-    config: LoadCellConfig
-    axis: np.ndarray          # unit axis in the measurement frame
-    frame_slot: int           # slot of the measurement frame in the closure FrameSet (closure kind)
-    frame_id: int             # pinocchio frame the axis is expressed in
-    closure: int = -1
-    force_map: np.ndarray | None = None   # (3, m): lam -> reaction force, when constant
-    joint_index: int = -1     # coordinate index (actuator) / pinocchio joint id (joint)
-    joint_id: int = -1
-    input_index: int = -1     # index into u for actuator cells on unknown-input joints
+from mbfg_ros.sensors.base import SensorModel
+from mbfg_ros.sensors.encoder import EncoderModel
+from mbfg_ros.sensors.gyro import GyroModel
+from mbfg_ros.sensors.load_cell import LoadCellModel
+from mbfg_ros.sensors.registry import SENSOR_KINDS, TopicConflict, channels, topic_inputs
 
 
 @dataclass
@@ -107,8 +72,7 @@ class MechanismData:
                                angular=mech.closure_set.need_angular)
         self.closure_set = ClosureSet(mech.groups, mech.m, len(mech.closure_frame_ids), mech.n)
         self.springs = mech.springs.frame_set(mech.model, self.pin)
-        self.gyro = mech.model.createData()
-        self.cell = mech.model.createData()
+        self.sensor = mech.model.createData()       # the sensor models' (mbfg_ros.sensors)
         self.body = mech.body_model.createData() if mech.body_model is not None else None
 
 
@@ -202,7 +166,6 @@ class Mechanism:
         if self.mass_link:
             check_name(root, "estimator.estimate_mass_link", self.mass_link, self.link_names, "link")
             self.body_model = self._single_body_model(self.mass_link, root)
-        self.n_bias = sum(len(gm.rows) for gm in self.gyros)
 
     # ----------------------------------------------------------------------------------------
     # construction helpers
@@ -234,9 +197,10 @@ class Mechanism:
         check_name(node, field, name, names, "link or frame")
         raise AssertionError  # check_name raised
 
-    def frame_id(self, name: str) -> int:
-        """Pinocchio frame id of a link or config frame name."""
-        return self._frame_id(self.model, name, YamlNode({}, "", None), "frame")
+    def frame_id(self, name: str, node: YamlNode | None = None, field: str = "frame") -> int:
+        """Pinocchio frame id of a link or config frame name (a ConfigError at ``field`` of
+        ``node`` for an unknown one, with a "did you mean")."""
+        return self._frame_id(self.model, name, node or YamlNode({}, "", None), field)
 
     def tf_frame(self, name: str) -> str:
         """The TF frame id of a link, config frame or joint name: a URDF joint's frame is its
@@ -315,6 +279,10 @@ class Mechanism:
         self.closure_frame_ids = frame_ids
         self._slot = slot
 
+    def closure_frame_slot(self, frame_id: int) -> int:
+        """The slot of a pinocchio frame among the frames the closures evaluate (added if new)."""
+        return self._slot(frame_id)
+
     def _compile_springs(self, config: RigConfig, root: YamlNode) -> SpringSet:
         springs = []
         for i, sc in enumerate(config.springs):
@@ -326,59 +294,38 @@ class Mechanism:
             springs.append(SpringModel(sc, fa, fb))
         return SpringSet(springs, self.n)
 
-    def _constant_force_map(self, k: int, cell: LoadCellConfig) -> np.ndarray | None:
-        """lam -> reaction force on frame_b (base frame) if the closure's rows all have constant
-        directions (points, planar pins): then the map is a constant matrix."""
-        groups = self.closure_groups[k]
-        if cell.component != "force" or any(g.ukind != "const" or g.wkind != "diff" for g in groups):
-            return None
-        F = np.zeros((3, self.m))
-        for g in groups:
-            F[:, g.rows] = g.u0.T
-        return F
-
     def _compile_sensors(self, config: RigConfig, root: YamlNode) -> None:
-        self.encoders: list[EncoderModel] = []
-        for i, e in enumerate(config.sensors.encoders):
-            check_name(root, f"sensors.encoders[{i}].joint", e.joint, self.joint_names, "joint")
-            j = self.index[e.joint]
-            self.encoders.append(EncoderModel(e, j, bool(self.angular[j])))
-        self.gyros: list[GyroModel] = []
-        for i, g in enumerate(config.sensors.gyros):
-            fid = self._frame_id(self.model, g.frame, root, f"sensors.gyros[{i}].frame")
-            Rm = pin.rpy.rpyToMatrix(*g.rotation_rpy)
-            rows = np.array([AXIS_INDEX[a] for a in g.axes], dtype=int)
-            self.gyros.append(GyroModel(g, fid, Rm, rows))
-        self.load_cells: list[LoadCellModel] = []
-        for i, c in enumerate(config.sensors.load_cells):
-            f = f"sensors.load_cells[{i}]"
-            axis = np.asarray(c.axis, float)
-            if c.measures == "closure":
-                check_name(root, f + ".closure", c.closure, self.closure_names, "closure")
-                k = self.closure_names.index(c.closure)
-                frame = c.frame or self.closure_configs[k].frame_b
-                fid = self._frame_id(self.model, frame, root, f + ".frame")
-                slot = self._slot(fid)
-                self.load_cells.append(LoadCellModel(c, axis, slot, fid, closure=k,
-                                                     force_map=self._constant_force_map(k, c)))
-            elif c.measures == "joint":
-                check_name(root, f + ".joint", c.joint, self.joint_names, "joint")
-                jid = self.model.getJointId(c.joint)
-                frame = c.frame or c.joint
-                fid = self._frame_id(self.model, frame, root, f + ".frame")
-                self.load_cells.append(LoadCellModel(c, axis, -1, fid, joint_index=self.index[c.joint],
-                                                     joint_id=jid))
-            else:
-                check_name(root, f + ".joint", c.joint, self.joint_names, "joint")
-                act = config.joint(c.joint).actuation
-                if act == "passive":
-                    raise root.error(f + ".joint", "an actuator load cell needs a joint whose "
-                                     "actuation is 'known' or 'unknown' (joints: section)", c.joint)
-                k = self.input_joints.index(c.joint) if act == "unknown" else -1
-                self.load_cells.append(LoadCellModel(c, axis, -1, -1, joint_index=self.index[c.joint],
-                                                     input_index=k))
+        """Every sensor of the config compiled by its kind (:mod:`mbfg_ros.sensors`), in the
+        kinds' order; a load cell may add its frame to the closures' frames."""
+        self.sensors: list[SensorModel] = []
+        fields: dict[str, str] = {}
+        for kind in SENSOR_KINDS:
+            for i, c in enumerate(getattr(config.sensors, kind.section)):
+                fields[c.name] = f"sensors.{kind.section}[{i}]"
+                self.sensors.append(kind.compile(self, c, root, fields[c.name]))
         self.closure_frame_ids = list(self.closure_frame_ids)
         self.closure_set = ClosureSet(self.groups, self.m, len(self.closure_frame_ids), self.n)
+        try:
+            topic_inputs(channels(self))
+        except TopicConflict as exc:
+            field = fields.get(exc.model.name, f"joints.{exc.model.joint}")
+            raise root.error(f"{field}.topic", str(exc), exc.model.topic) from None
+
+    def sensors_of(self, kind: str) -> list[SensorModel]:
+        """The compiled sensors of one kind (``encoder``, ``gyro``, ...), in config order."""
+        return [s for s in self.sensors if s.kind == kind]
+
+    @cached_property
+    def encoders(self) -> list[EncoderModel]:
+        return self.sensors_of("encoder")
+
+    @cached_property
+    def gyros(self) -> list[GyroModel]:
+        return self.sensors_of("gyro")
+
+    @cached_property
+    def load_cells(self) -> list[LoadCellModel]:
+        return self.sensors_of("load_cell")
 
     # ----------------------------------------------------------------------------------------
     def create_data(self) -> MechanismData:
@@ -537,88 +484,6 @@ class Mechanism:
         sol = np.linalg.lstsq(K, rhs, rcond=1e-12)[0]
         return sol[:n], sol[n:]
 
-    # ----------------------------------------------------------------------------------------
-    # sensors
-    def encoder(self, k: int, q: np.ndarray) -> float:
-        return float(q[self.encoders[k].index])
-
-    def gyro(self, data: MechanismData, k: int, q: np.ndarray, v: np.ndarray,
-             derivatives: bool = True):
-        """Angular velocity in the sensor frame (selected axes, rad/s), without bias.
-
-        Returns (y, y_q, y_v) with derivatives from pinocchio's frame velocity derivatives.
-        """
-        g = self.gyros[k]
-        m, d = self.model, data.gyro
-        if not derivatives:
-            pin.forwardKinematics(m, d, q, v)
-            w = pin.getFrameVelocity(m, d, g.frame_id, LOCAL).angular
-            return (g.R_mount.T @ w)[g.rows]
-        pin.computeForwardKinematicsDerivatives(m, d, q, v, np.zeros(self.n))
-        w = pin.getFrameVelocity(m, d, g.frame_id, LOCAL).angular
-        dvq, dvv = pin.getFrameVelocityDerivatives(m, d, g.frame_id, LOCAL)
-        RT = g.R_mount.T[g.rows]
-        return RT @ w, RT @ dvq[3:], RT @ dvv[3:]
-
-    def load_cell(self, data: MechanismData, k: int, q: np.ndarray, v: np.ndarray, a: np.ndarray,
-                  lam: np.ndarray, u: np.ndarray | None = None, tau: np.ndarray | None = None,
-                  derivatives: bool = True):
-        """Load-cell reading model. Returns (y, y_q, y_v, y_a, y_lam, y_u); y_v and y_a are
-        None when identically zero (closure reactions depend on q and lam only).
-
-        closure: exact derivatives. actuator: exact. joint: the transmitted wrench comes from
-        pinocchio's RNEA with the closure forces as external forces; pinocchio has no derivative
-        of a single joint's transmitted wrench, so its q and v derivatives are central
-        differences (a and lam enter linearly and are differenced exactly).
-        """
-        cell = self.load_cells[k]
-        n, mm = self.n, self.m
-        zq, zl, zu = np.zeros(n), np.zeros(mm), np.zeros(self.n_u)
-        kind = cell.config.measures
-        if kind == "actuator":
-            j = cell.joint_index
-            y = (tau[j] if tau is not None else 0.0)
-            y_u = zu.copy()
-            if cell.input_index >= 0:
-                y += u[cell.input_index] if u is not None else 0.0
-                y_u[cell.input_index] = 1.0
-            return float(y), zq, zq.copy(), zq.copy(), zl, y_u
-        if kind == "closure" and cell.force_map is not None:
-            fs = data.frames
-            fs.position(q)
-            F = fs.frames[cell.frame_slot]
-            e = F.R @ cell.axis
-            f = cell.force_map @ lam
-            y_q = cross3(e, f) @ F.Ja                 # f . (Ja_i x e) = (e x f) . Ja_i
-            return float(e @ f), y_q, None, None, e @ cell.force_map, zu
-        if kind == "closure":
-            fs = data.frames
-            fs.position(q)
-            groups = self.closure_groups[cell.closure]
-            f, t, f_q, t_q, f_l, t_l = reaction_wrench(groups, fs.frames, lam, n, with_derivatives=True)
-            F = fs.frames[cell.frame_slot]
-            e = F.R @ cell.axis
-            vec, vec_q, vec_l = (f, f_q, f_l) if cell.config.component == "force" else (t, t_q, t_l)
-            y = float(e @ vec)
-            De = cross(F.Ja[None], e[None, :, None])[0]   # d e / dq: Ja_i x e
-            y_q = vec @ De + e @ vec_q
-            return y, y_q, zq.copy(), zq.copy(), e @ vec_l, zu
-        # joint transmitted wrench
-        fun = lambda qq, vv, aa, ll: self._joint_wrench_component(data, cell, qq, vv, aa, ll)  # noqa: E731
-        y = fun(q, v, a, lam)
-        if not derivatives:
-            return y, None, None, None, None, zu
-        h = 1e-6
-        eye = np.eye(n)
-        y_q = np.array([(fun(q + h * eye[i], v, a, lam) - fun(q - h * eye[i], v, a, lam)) / (2 * h)
-                        for i in range(n)])
-        y_v = np.array([(fun(q, v + h * eye[i], a, lam) - fun(q, v - h * eye[i], a, lam)) / (2 * h)
-                        for i in range(n)])
-        y_a = np.array([fun(q, v, a + eye[i], lam) - y for i in range(n)])
-        el = np.eye(mm)
-        y_l = np.array([fun(q, v, a, lam + el[i]) - y for i in range(mm)])
-        return y, y_q, y_v, y_a, y_l, zu
-
     def closure_external_forces(self, data: MechanismData, q: np.ndarray, lam: np.ndarray):
         """The closure reactions as pinocchio external forces (local joint frames), so that
         rnea(q, v, a, fext) = RNEA(q, v, a) - Phi_q^T lam. Uses the placements at q."""
@@ -659,24 +524,6 @@ class Mechanism:
                 p = d.oMf[fid].translation
                 fext[jid] = fext[jid] + d.oMi[jid].actInv(pin.Force(f, cross3(p, f)))
         return fext
-
-    def _joint_wrench_component(self, data: MechanismData, cell: LoadCellModel, q, v, a, lam) -> float:
-        m, d = self.model, data.cell
-        fext = self.closure_external_forces(data, q, lam) if self.m else None
-        if self.springs:
-            fext = self.spring_external_forces(data, q, v, fext)
-        if fext is None:
-            pin.rnea(m, d, q, v, a)
-        else:
-            # closure_external_forces used data.pin's placements at q (oMi); rnea on data.cell
-            pin.rnea(m, d, q, v, a, fext)
-        f_j = d.f[cell.joint_id]                    # parent -> subtree wrench, joint frame
-        frame = m.frames[cell.frame_id]
-        # express in the measurement frame: X*_{F<-j}
-        jMf = (d.oMi[cell.joint_id].inverse() * d.oMi[frame.parentJoint]) * frame.placement
-        f_F = jMf.actInv(f_j)
-        vec = f_F.linear if cell.config.component == "force" else f_F.angular
-        return float(cell.axis @ vec)
 
     # ----------------------------------------------------------------------------------------
     # kinematics for output

@@ -3,7 +3,9 @@
 Two tests on the state x = (q, v), always stacked with the closure rows at position and velocity
 level (which tie the dependent coordinates to the DOF):
 
-- instantaneous: the sensor Jacobian dh/dx (encoders see positions, gyros velocities);
+- instantaneous: the sensor Jacobian dh/dx (encoders see positions, gyros velocities,
+  accelerometers the direction of gravity, i.e. orientations, and the accelerations the forward
+  dynamics give; load cells are left out);
 - over a short time window (local weak observability): dh/dx stacked with the Jacobian of the
   first Lie derivative dh/dt = h_q v + h_v a(q, v), with a from the constrained forward
   dynamics. This is how gyros see positions: through the dynamics (gravity), as in the
@@ -32,10 +34,22 @@ class ObservabilityReport:
     state_dimension: int = 0
 
 
-def _kinematic_sensors(mech: Mechanism, data: MechanismData, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    out = [q[e.index] for e in mech.encoders]
-    for k in range(len(mech.gyros)):
-        out.extend(mech.gyro(data, k, q, v, derivatives=False))
+def _observing(mech: Mechanism) -> list:
+    """The sensors the test counts (kinematic and inertial ones: not the load cells, whose
+    readings the unknown inputs may explain)."""
+    return [s for s in mech.sensors if s.observes]
+
+
+def _sensor_values(mech: Mechanism, data: MechanismData, q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The measured readings of the observing sensors at (q, v); a sensor of accelerations reads
+    them from the forward dynamics (no inputs)."""
+    sensors = _observing(mech)
+    a = lam = None
+    if any(s.level >= 2 for s in sensors):
+        a, lam = mech.forward_dynamics(data, q, v)
+    out: list[float] = []
+    for s in sensors:
+        out.extend(s.measured(s.value(mech, data, q, v, a, lam, np.zeros(mech.n_u), np.zeros(mech.n))))
     return np.asarray(out, float)
 
 
@@ -64,7 +78,7 @@ def observability(mech: Mechanism, data: MechanismData, q: np.ndarray, v: np.nda
     C = np.block([[e.phi_q, np.zeros((mech.m, n))], [e.phid_q, e.phi_q]])
 
     def h(x):
-        return _kinematic_sensors(mech, data, x[:n], x[n:])
+        return _sensor_values(mech, data, x[:n], x[n:])
 
     def lie(x):
         qq, vv = x[:n], x[n:]
@@ -74,7 +88,7 @@ def observability(mech: Mechanism, data: MechanismData, q: np.ndarray, v: np.nda
         return hq @ vv + hv @ a
 
     x = np.concatenate([q, v])
-    dh = _jac(h, x, eps) if mech.encoders or mech.gyros else np.zeros((0, 2 * n))
+    dh = _jac(h, x, eps) if _observing(mech) else np.zeros((0, 2 * n))
     direct_p, direct_v, _ = _null_components(np.vstack([C, dh]), n, mech.dof)
     if dh.shape[0]:
         dl = _jac(lie, x, 1e-4)

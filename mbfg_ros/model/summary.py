@@ -13,34 +13,11 @@ from mbfg_ros.model.config import KEYFRAME_RATE_RANGE
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.observability import observability
 from mbfg_ros.model.validation import SINGULAR_CONDITION, load_rig
+from mbfg_ros.sensors.registry import describe as describe_sensor
 
 
 def _sensor_facts(mech: Mechanism) -> list[dict[str, Any]]:
-    out = []
-    for e in mech.encoders:
-        c = e.config
-        out.append({"name": c.name, "kind": "encoder", "joint": c.joint, "topic": c.topic,
-                    "rate": c.rate, "noise": c.noise, "resolution": c.resolution,
-                    "unit": "rad" if e.angular else "m",
-                    "message": "sensor_msgs/msg/JointState"})
-    for g in mech.gyros:
-        c = g.config
-        out.append({"name": c.name, "kind": "gyro", "frame": c.frame, "axes": list(c.axes),
-                    "topic": c.topic, "rate": c.rate, "noise": c.noise, "unit": "rad/s",
-                    "bias_instability": c.bias_instability, "message": "sensor_msgs/msg/Imu"})
-    for cell in mech.load_cells:
-        c = cell.config
-        what = {"closure": f"closure {c.closure}", "joint": f"joint {c.joint}",
-                "actuator": f"actuator {c.joint}"}[c.measures]
-        unit = "N" if c.component == "force" else "N m"
-        if c.measures == "actuator":
-            unit = "N m" if mech.angular[mech.index[c.joint]] else "N"
-        out.append({"name": c.name, "kind": "load_cell", "measures": c.measures, "of": what,
-                    "component": c.component, "axis": list(c.axis),
-                    "frame": mech.model.frames[cell.frame_id].name if cell.frame_id >= 0 else "",
-                    "topic": c.topic, "rate": c.rate, "noise": c.noise, "unit": unit,
-                    "message": "geometry_msgs/msg/WrenchStamped"})
-    return out
+    return [s.facts(mech) for s in mech.sensors]
 
 
 TIGHT_RELINEARIZATION = 1e-4
@@ -205,15 +182,11 @@ def format_summary(f: dict[str, Any]) -> str:
         lines.append(f"Spring {sp['name']}: {sp['frame_a']} -> {sp['frame_b']}, stiffness {sp['stiffness']:g} N/m, "
                      f"rest length {sp['rest_length']:g} m, damping {sp['damping']:g} N s/m")
     lines.append(f"Sensors ({len(f['sensors'])}):")
+    wn = max([18] + [len(s["name"]) for s in f["sensors"]])
+    wk = max([9] + [len(s["kind"]) for s in f["sensors"]])
     for s in f["sensors"]:
-        if s["kind"] == "encoder":
-            what = f"joint {s['joint']}"
-        elif s["kind"] == "gyro":
-            what = f"frame {s['frame']} axes {''.join(s['axes'])}"
-        else:
-            what = f"{s['of']} {s['component']} along {tuple(round(a, 3) for a in s['axis'])}" + \
-                   (f" in {s['frame']}" if s["frame"] else "")
-        lines.append(f"  {s['name']:<18} {s['kind']:<9} {what:<44} {s['topic']:<22} "
+        what = describe_sensor(s)
+        lines.append(f"  {s['name']:<{wn}} {s['kind']:<{wk}} {what:<44} {s['topic']:<22} "
                      f"{s['rate']:>7g} Hz  noise {s['noise']:g} {s['unit']}")
     if f["inputs_estimated"] or f["inputs_known"]:
         lines.append(f"Inputs: estimated {', '.join(f['inputs_estimated']) or '-'}; "

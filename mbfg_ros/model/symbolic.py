@@ -1,4 +1,4 @@
-"""CasADi SX expressions of a mechanism's kinematics, dynamics, loop closures and sensor models.
+"""CasADi SX expressions of a mechanism's kinematics, dynamics and loop closures.
 
 Built from the pinocchio model a :class:`~mbfg_ros.model.mechanism.Mechanism` compiles (joint
 placements, motion subspaces, inertias, frames, gravity), so every expression equals the numeric
@@ -95,7 +95,8 @@ class Placement:
 
 
 class SymbolicMechanism:
-    """CasADi SX expressions of a Mechanism's kinematics, dynamics, closures and sensor models.
+    """CasADi SX expressions of a Mechanism's kinematics, dynamics and closures (the sensor kinds
+    of :mod:`mbfg_ros.sensors` build their models from them).
 
     Every method takes SX column vectors (or numbers) and returns SX; nothing is evaluated."""
 
@@ -183,16 +184,14 @@ class SymbolicMechanism:
         lin, ang = self.joint_velocities(q, v)[fr.parentJoint]
         return Placement.of(fr.placement).motion_inverse(lin, ang)
 
-    # ----------------------------------------------------------------------------------------
-    # dynamics
-    def _rnea(self, q, v, a, gravity_scale=1.0, mass_scale=1.0, fext=None):
-        """Recursive Newton-Euler: (tau, per-joint spatial force f_i transmitted from the parent,
-        in joint frame i). ``fext``: external forces per joint (local frames), or None."""
-        local = self._local(q)
-        nj = len(self.joints) + 1
-        vel = [(ca.DM.zeros(3), ca.DM.zeros(3))]
-        acc = [(-gravity_scale * ca.DM(self.gravity), ca.DM.zeros(3))]
-        f = [None] * nj
+    def joint_motions(self, q, v, a, local: list[Placement] | None = None,
+                      base_acceleration: tuple | None = None) -> tuple[list, list]:
+        """Spatial velocity and spatial acceleration (linear, angular) of every joint in its own
+        frame (pinocchio's data.v and data.a after forwardKinematics(q, v, a)); the base's
+        acceleration is ``base_acceleration`` (default zero; RNEA gives it -g for gravity)."""
+        local = local or self._local(q)
+        zero = (ca.DM.zeros(3), ca.DM.zeros(3))
+        vel, acc = [zero], [base_acceleration or zero]
         for i, j in enumerate(self.joints, start=1):
             Sl, Sa = self._subspace(j)
             qd, qdd = v[j.index], a[j.index]
@@ -204,6 +203,29 @@ class SymbolicMechanism:
             aa = aa + Sa * qdd + ca.cross(va, Sa * qd)
             vel.append((vl, va))
             acc.append((al, aa))
+        return vel, acc
+
+    def frame_acceleration(self, q, v, a, frame_id: int) -> tuple:
+        """(classical linear acceleration of the frame's origin, angular acceleration), both in
+        the frame's own coordinates (pinocchio getFrameClassicalAcceleration, LOCAL)."""
+        fr = self.model.frames[frame_id]
+        vel, acc = self.joint_motions(q, v, a)
+        X = Placement.of(fr.placement)
+        vl, va = X.motion_inverse(*vel[fr.parentJoint])
+        al, aa = X.motion_inverse(*acc[fr.parentJoint])
+        return al + ca.cross(va, vl), aa
+
+    # ----------------------------------------------------------------------------------------
+    # dynamics
+    def rnea_forces(self, q, v, a, gravity_scale=1.0, mass_scale=1.0, fext=None):
+        """Recursive Newton-Euler: (tau, per-joint spatial force f_i transmitted from the parent,
+        in joint frame i). ``fext``: external forces per joint (local frames), or None."""
+        local = self._local(q)
+        nj = len(self.joints) + 1
+        vel, acc = self.joint_motions(q, v, a, local, (-gravity_scale * ca.DM(self.gravity), ca.DM.zeros(3)))
+        f = [None] * nj
+        for i in range(1, nj):
+            (vl, va), (al, aa) = vel[i], acc[i]
             fl, fa = self._inertia_times(i, al, aa, mass_scale)
             hl, ha = self._inertia_times(i, vl, va, mass_scale)
             # f_i = I a + v x* (I v) - fext
@@ -239,7 +261,7 @@ class SymbolicMechanism:
         """Inverse dynamics M(q) a + C(q, v) v + s G(q) (the mass-scaled link's inertia times
         ``mass_scale``), minus the external forces' generalised effort; M includes the joints'
         armature, as pinocchio's rnea does."""
-        return self._rnea(q, v, a, gravity_scale, mass_scale, fext)[0] + self.armature_effort(a)
+        return self.rnea_forces(q, v, a, gravity_scale, mass_scale, fext)[0] + self.armature_effort(a)
 
     def armature_effort(self, a):
         """diag(armature) a: the effort that turns the rotors reflected through the gears."""
@@ -304,7 +326,7 @@ class SymbolicMechanism:
 
     # ----------------------------------------------------------------------------------------
     # closures
-    def _closure_frames(self, q) -> list[tuple]:
+    def closure_frames(self, q) -> list[tuple]:
         P = self.joint_placements(q)
         return [self.frame_pose(q, fid, P) for fid in self.mech.closure_frame_ids]
 
@@ -323,7 +345,7 @@ class SymbolicMechanism:
         """Phi(q): every closure row u_r . w_r - c_r, in the mechanism's row order."""
         if not self.mech.m:
             return ca.SX(0, 1)
-        frames = frames or self._closure_frames(q)
+        frames = frames or self.closure_frames(q)
         rows = []
         for g in self._groups:
             U = self._vector(g.ukind, g.u0, g.uslot, g.uscale, g, frames)
@@ -341,7 +363,7 @@ class SymbolicMechanism:
         phidd = ca.jtimes(phid, q, v) + ca.jtimes(phi, q, a)
         return phi, phid, phidd
 
-    def _reaction(self, groups: list[RowGroup], frames, lam) -> tuple:
+    def reaction(self, groups: list[RowGroup], frames, lam) -> tuple:
         """Force and torque (base frame) a closure exerts on frame B's body at p_B, and on frame
         A's body at p_A (see closures.reaction_wrench and mechanism._reaction_on_a)."""
         A, B = frames[groups[0].aslot], frames[groups[0].bslot]
@@ -368,10 +390,10 @@ class SymbolicMechanism:
 
     def closure_wrenches_in_frame_b(self, q, lam) -> list[tuple]:
         """Every closure's (force, torque) on frame_b's body at its origin, in frame_b."""
-        frames = self._closure_frames(q)
+        frames = self.closure_frames(q)
         out = []
         for groups in self.mech.closure_groups:
-            fB, tB, _, _ = self._reaction(groups, frames, lam)
+            fB, tB, _, _ = self.reaction(groups, frames, lam)
             R = frames[groups[0].bslot][0]
             out.append((ca.mtimes(R.T, fB), ca.mtimes(R.T, tB)))
         return out
@@ -383,7 +405,7 @@ class SymbolicMechanism:
         frames = [self.frame_pose(q, fid, P) for fid in self.mech.closure_frame_ids]
         fext = [None] * (len(self.joints) + 1)
         for groups in self.mech.closure_groups:
-            fB, tB, fA, tA = self._reaction(groups, frames, lam)
+            fB, tB, fA, tA = self.reaction(groups, frames, lam)
             for slot, f, t in ((groups[0].bslot, fB, tB), (groups[0].aslot, fA, tA)):
                 jid = self.model.frames[self.mech.closure_frame_ids[slot]].parentJoint
                 if jid == 0:
@@ -393,7 +415,7 @@ class SymbolicMechanism:
                 fext[jid] = loc if fext[jid] is None else (fext[jid][0] + loc[0], fext[jid][1] + loc[1])
         return fext
 
-    def _add_spring_forces(self, q, v, P, fext) -> list:
+    def add_spring_forces(self, q, v, P, fext) -> list:
         """``fext`` (or a new list) plus the springs' forces -F e on frame B's body at p_B and
         +F e on frame A's body at p_A (local joint frames)."""
         fext = fext if fext is not None else [None] * (len(self.joints) + 1)
@@ -406,45 +428,6 @@ class SymbolicMechanism:
                 loc = P[jid].force_inverse(f, ca.cross(p, f))
                 fext[jid] = loc if fext[jid] is None else (fext[jid][0] + loc[0], fext[jid][1] + loc[1])
         return fext
-
-    # ----------------------------------------------------------------------------------------
-    # sensors
-    def gyro(self, k: int, q, v):
-        """Angular velocity in the gyro's frame, its measured axes (= Mechanism.gyro)."""
-        g = self.mech.gyros[k]
-        _, ang = self.frame_velocity(q, v, g.frame_id)
-        w = ca.mtimes(ca.DM(g.R_mount.T), ang)
-        return ca.vertcat(*[w[int(i)] for i in g.rows])
-
-    def load_cell(self, k: int, q, v, a, lam, u, tau):
-        """The load cell's reading (= Mechanism.load_cell(...)[0])."""
-        mech = self.mech
-        cell = mech.load_cells[k]
-        kind = cell.config.measures
-        if kind == "actuator":
-            y = tau[cell.joint_index]
-            if cell.input_index >= 0:
-                y = y + u[cell.input_index]
-            return y
-        if kind == "closure":
-            frames = self._closure_frames(q)
-            e = ca.mtimes(frames[cell.frame_slot][0], ca.DM(cell.axis))
-            if cell.force_map is not None:
-                return ca.dot(e, ca.mtimes(ca.DM(cell.force_map), lam))
-            fB, tB, _, _ = self._reaction(mech.closure_groups[cell.closure], frames, lam)
-            return ca.dot(e, fB if cell.config.component == "force" else tB)
-        # joint: the wrench the joint transmits, from RNEA with the closure reactions and the
-        # springs as external forces, expressed in the measurement frame
-        P = self.joint_placements(q)
-        fext = self.closure_external_forces(q, lam, P) if mech.m else None
-        if mech.springs:
-            fext = self._add_spring_forces(q, v, P, fext)
-        _, f = self._rnea(q, v, a, 1.0, 1.0, fext)
-        fl, fa = f[cell.joint_id]
-        frame = self.model.frames[cell.frame_id]
-        jMf = P[cell.joint_id].inverse() * P[frame.parentJoint] * Placement.of(frame.placement)
-        fl, fa = jMf.force_inverse(fl, fa)
-        return ca.dot(ca.DM(cell.axis), fl if cell.config.component == "force" else fa)
 
 
 def function(name: str, inputs: list, outputs: list) -> ca.Function:

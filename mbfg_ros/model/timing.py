@@ -38,10 +38,11 @@ def model_costs(mech: Mechanism, q: np.ndarray, v: np.ndarray) -> list[tuple[str
                     best_us(lambda: mech.inverse_dynamics(d, q, v, a, lam, None, u, closure=c, parameters=False))))
     out.append(("dynamics residual + Jacobians (standalone)",
                 best_us(lambda: mech.inverse_dynamics(d, q, v, a, lam, None, u, parameters=False))))
-    for k, g in enumerate(mech.gyros):
-        out.append((f"gyro {g.config.name} ({len(g.rows)} axis{'' if len(g.rows) == 1 else 'es'})", best_us(lambda k=k: mech.gyro(d, k, q, v))))
-    for k, cell in enumerate(mech.load_cells):
+    for g in mech.gyros:
+        out.append((f"gyro {g.config.name} ({len(g.rows)} axis{'' if len(g.rows) == 1 else 'es'})",
+                    best_us(lambda g=g: g.evaluate(mech, d, q, v))))
+    for cell in mech.load_cells:
         out.append((f"load cell {cell.config.name} ({cell.config.measures})",
-                    best_us(lambda k=k: mech.load_cell(d, k, q, v, a, lam, u, np.zeros(mech.n)),
+                    best_us(lambda cell=cell: cell.evaluate(mech, d, q, v, a, lam, u, np.zeros(mech.n)),
                              number=100 if cell.config.measures == "joint" else 300)))
     return out

@@ -6,12 +6,17 @@ quintic Hermite on q, v and a, v from the cubic Hermite on v and a; linear on a,
 and the inputs; the gyro biases of the keyframe before); before the first keyframe and after the last it is carried from the
 nearest one at constant acceleration (q + v dt + a dt^2 / 2, v + a dt). At speed this matters: on
 a slider-crank at 80 rad/s, carrying the keyframe before a gyro reading 1 ms on at constant
-acceleration is off by several gyro sigmas at a dead centre. Predictions use the model functions of the config mechanism:
+acceleration is off by several gyro sigmas at a dead centre. Predictions use each sensor's numeric
+model (its kind's :meth:`~mbfg_ros.sensors.base.SensorModel.value`) on the config mechanism:
 
 - encoder: y - q_joint (wrapped to [-pi, pi) for single-turn angle encoders only);
 - gyro: y[axes] - gyro(q, v) - bias (rad/s, sensor frame, the config's measured axes);
 - load cell: y - load_cell(q, v, a, lam, u, tau) with tau the known input efforts (the
-  replay's commands, linear between them).
+  replay's commands, linear between them);
+- accelerometer: y[axes] - specific_force(q, v, a) - bias (m/s^2, sensor frame).
+
+The acceleration, multipliers and inputs a sensor reads (load cells, accelerometers) are linear
+between the keyframes.
 
 Residuals are in the sensor's unit; ``sigma`` is the config's noise, so r / sigma should look
 like unit-variance noise when the estimator and the config agree with the rig.
@@ -135,10 +140,7 @@ class Residuals:
 
 def load_cell_unit(mech: Mechanism, k: int) -> str:
     """N or N m: a force component, or an actuator effort of a prismatic joint, is in N."""
-    c = mech.load_cells[k].config
-    if c.measures == "actuator":
-        return "N m" if mech.angular[mech.index[c.joint]] else "N"
-    return "N" if c.component == "force" else "N m"
+    return mech.load_cells[k].unit(mech)
 
 
 def _state_at(est: EstimateSeries, t: np.ndarray, era: np.ndarray, predicted: bool = False):
@@ -220,7 +222,6 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
     out: dict[str, Residuals] = {}
     if not len(est):
         return out
-    d = mech.create_data()
     commands: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
     for name in mech.known_input_joints:
         for era in np.unique(samples.eras(command_channel(name))):
@@ -235,49 +236,25 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
                 tau[j] = np.interp(stamp, t, y)
         return tau
 
-    for k, enc in enumerate(mech.encoders):
-        name = enc.config.name
-        if (got := _readings(est, samples, name, max_samples, predicted)) is None:
-            continue
-        t, y, era, i, q, _, _, _ = got
-        r = y[:, 0] - q[:, enc.index]
-        if enc.wraps:
-            r = (r + np.pi) % (2 * np.pi) - np.pi
-        unit = "rad" if enc.angular else "m"
-        res = Residuals(name, "encoder", unit, enc.config.noise, [enc.config.joint], t, r[:, None],
-                        samples.count(name))
-        out[name] = res
-    for k, gyro in enumerate(mech.gyros):
-        name = gyro.config.name
-        if (got := _readings(est, samples, name, max_samples, predicted)) is None:
-            continue
-        t, y, era, i, q, v, _, _ = got
-        rows = np.asarray(gyro.rows)
-        bias_cols = layout.bias_slices[k]
-        r = np.empty((t.size, rows.size))
-        for s in range(t.size):
-            pred = mech.gyro(d, k, q[s], v[s], derivatives=False)
-            if bias_cols is not None:
-                pred = pred + est.bias[i[s], bias_cols]
-            r[s] = y[s, rows] - pred
-        axes = ["xyz"[a] for a in rows]
-        out[name] = Residuals(name, "gyro", "rad/s", gyro.config.noise, axes, t, r, samples.count(name))
-    for k, cell in enumerate(mech.load_cells):
-        name = cell.config.name
+    for k, model in enumerate(mech.sensors):
+        name = model.name
         if (got := _readings(est, samples, name, max_samples, predicted)) is None:
             continue
         t, y, era, i, q, v, j, s = got
-        if predicted:
-            dt = t - est.t[i]
-            a, lam, u = (_extrapolated(est, x, i, dt) for x in (est.a, est.lam, est.u))
-        else:
-            w = s[:, None]
-            a, lam, u = ((1 - w) * x[i] + w * x[j] for x in (est.a, est.lam, est.u))
-        r = np.empty(t.size)
-        for s in range(t.size):
-            pred = mech.load_cell(d, k, q[s], v[s], a[s], lam[s], u[s], tau_at(t[s], int(era[s])),
-                                  derivatives=False)[0]
-            r[s] = y[s, 0] - pred
-        out[name] = Residuals(name, "load_cell", load_cell_unit(mech, k), cell.config.noise,
-                              [cell.config.component], t, r[:, None], samples.count(name))
+        a = lam = u = tau = None
+        if model.level >= 2:
+            if predicted:
+                dt = t - est.t[i]
+                a, lam, u = (_extrapolated(est, x, i, dt) for x in (est.a, est.lam, est.u))
+            else:
+                w = s[:, None]
+                a, lam, u = ((1 - w) * x[i] + w * x[j] for x in (est.a, est.lam, est.u))
+            tau = np.array([tau_at(t[r], int(era[r])) for r in range(t.size)]).reshape(t.size, mech.n)
+        pred = model.measured(model.values(mech, q, v, a, lam, u, tau))
+        bias_cols = layout.bias_slices[k]
+        if bias_cols is not None:
+            pred = pred + est.bias[i][:, bias_cols]
+        r = model.difference(model.measured(y) - pred)
+        out[name] = Residuals(name, model.kind, model.unit(mech), model.noise, model.axes(), t,
+                              r.reshape(t.size, -1), samples.count(name))
     return out

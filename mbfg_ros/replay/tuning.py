@@ -55,6 +55,7 @@ from mbfg_ros.model.yaml_edit import YamlTextEdits, float_text, yaml_number
 from mbfg_ros.replay.bag_input import BagInput
 from mbfg_ros.replay.residuals import sensor_residuals
 from mbfg_ros.replay.session import ReplayOptions, replay_bag
+from mbfg_ros.sensors.registry import SECTIONS, SENSOR_KINDS
 
 MIN_READINGS = 100
 """A sensor needs this many used readings (after ``skip``) for its noise to be estimated."""
@@ -64,11 +65,11 @@ SCALED = ("integration_position",)
 """Process noises that move with the sensors in a rescale even when not searched (has no search
 of its own by default). ``integration_velocity`` moves only when searched: ``--search
 dynamics,input_random_walk`` took it from 0.001 to 0.034 on a double pendulum recording."""
-BIAS_PREFIX = "bias_instability:"
-"""Process-noise names: ``dynamics``, the random walks of WALKS, ``bias_instability:<gyro>`` and
-:data:`MODEL_ERROR`."""
 MODEL_ERROR = "model_error.random_walk"
-"""The process-noise name of ``estimator.model_error.random_walk`` (when the rig has that state)."""
+"""The process-noise name of ``estimator.model_error.random_walk`` (when the rig has that state).
+The others are ``dynamics``, the random walks of WALKS and a sensor's own, ``<field>:<sensor>``
+(its kind's tuning hook, :meth:`~mbfg_ros.sensors.base.SensorModel.tuned_fields`, names the
+fields: ``bias_instability:<gyro>`` for a gyro or an accelerometer with a bias random walk)."""
 
 
 @dataclass(frozen=True)
@@ -145,14 +146,21 @@ class TuningResult:
     history: list[tuple[str, Evaluation]]      # (stage, evaluation) of every replay
 
 
+def _sensor_noise(name: str) -> tuple[str, str] | None:
+    """(config field, sensor) of a sensor's process noise ``<field>:<sensor>``, else None."""
+    field, sep, sensor = name.partition(":")
+    return (field, sensor) if sep else None
+
+
 def current_settings(cfg: RigConfig, names: tuple[str, ...]) -> NoiseSettings:
     """The noises of ``cfg``: every measuring sensor's, and the process noises ``names``."""
     sensors = {s.name: float(s.noise) for s in cfg.sensors.all()}
+    by_name = {s.name: s for s in cfg.sensors.all()}
     process = {}
     for n in names:
-        if n.startswith(BIAS_PREFIX):
-            g = next(g for g in cfg.sensors.gyros if g.name == n[len(BIAS_PREFIX):])
-            process[n] = float(g.bias_instability)
+        own = _sensor_noise(n)
+        if own is not None:
+            process[n] = float(getattr(by_name[own[1]], own[0]))
         elif n == MODEL_ERROR:
             process[n] = float(cfg.estimator.model_error.random_walk)
         else:
@@ -163,7 +171,7 @@ def current_settings(cfg: RigConfig, names: tuple[str, ...]) -> NoiseSettings:
 def process_noises(mech: Mechanism) -> tuple[str, ...]:
     """The process noises searched by default: dynamics, the integration's velocity noise, and the
     random walk of each slow state ``mech`` has (unknown inputs, gravity / mass scale, the
-    model-error force, gyro biases)."""
+    model-error force, the sensors' own: gyro and accelerometer biases)."""
     est = mech.config.estimator
     out = ["dynamics", "integration_velocity"]
     if mech.input_joints:
@@ -174,7 +182,7 @@ def process_noises(mech: Mechanism) -> tuple[str, ...]:
         out.append("mass_random_walk")
     if est.model_error.enabled:
         out.append(MODEL_ERROR)
-    out += [BIAS_PREFIX + g.config.name for g in mech.gyros if g.config.bias_instability > 0]
+    out += [f"{field}:{s.name}" for s in mech.sensors for field in s.tuned_fields()]
     return tuple(out)
 
 
@@ -189,13 +197,16 @@ def check_search(mech: Mechanism, names: tuple[str, ...]) -> None:
 
 def apply_settings(cfg: RigConfig, s: NoiseSettings) -> RigConfig:
     """``cfg`` with the noises of ``s``."""
-    sens = cfg.sensors
-    sens = replace(sens, encoders=tuple(replace(e, noise=s.sensors.get(e.name, e.noise)) for e in sens.encoders),
-                   gyros=tuple(replace(g, noise=s.sensors.get(g.name, g.noise),
-                                       bias_instability=s.process.get(BIAS_PREFIX + g.name, g.bias_instability))
-                               for g in sens.gyros),
-                   load_cells=tuple(replace(c, noise=s.sensors.get(c.name, c.noise)) for c in sens.load_cells))
-    walks = {k: v for k, v in s.process.items() if not k.startswith(BIAS_PREFIX) and k != MODEL_ERROR}
+    own: dict[str, dict[str, float]] = {}           # sensor -> {config field: value}
+    for k, v in s.process.items():
+        if (f := _sensor_noise(k)) is not None:
+            own.setdefault(f[1], {})[f[0]] = v
+
+    def tuned(c):
+        return replace(c, noise=s.sensors.get(c.name, c.noise), **own.get(c.name, {}))
+    sens = replace(cfg.sensors, **{kind.section: tuple(tuned(c) for c in getattr(cfg.sensors, kind.section))
+                                   for kind in SENSOR_KINDS})
+    walks = {k: v for k, v in s.process.items() if _sensor_noise(k) is None and k != MODEL_ERROR}
     est = replace(cfg.estimator, noise=replace(cfg.estimator.noise, **walks))
     if MODEL_ERROR in s.process:
         est = replace(est, model_error=replace(est.model_error, random_walk=s.process[MODEL_ERROR]))
@@ -400,15 +411,17 @@ def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSetti
         return True
 
     sensors = get(doc.root, "sensors")
-    for kind in ("encoders", "gyros", "load_cells"):
-        seq = get(sensors, kind)
+    own = {(f[1], f[0]): v for k, v in settings.process.items()
+           if (f := _sensor_noise(k)) is not None}
+    for section in SECTIONS:
+        seq = get(sensors, section)
         for item in (seq.value if seq is not None and seq.tag == "tag:yaml.org,2002:seq" else []):
             name = getattr(get(item, "name"), "value", None)
             if name in settings.sensors:
-                put(item, "noise", settings.sensors[name], f"sensors.{kind}[{name}].noise")
-            if kind == "gyros" and BIAS_PREFIX + str(name) in settings.process:
-                put(item, "bias_instability", settings.process[BIAS_PREFIX + name],
-                    f"sensors.gyros[{name}].bias_instability")
+                put(item, "noise", settings.sensors[name], f"sensors.{section}[{name}].noise")
+            for (sensor, key), value in own.items():
+                if sensor == name:
+                    put(item, key, value, f"sensors.{section}[{name}].{key}")
     defaults = NoiseConfig()
     est = get(doc.root, "estimator")
     noise = get(est, "noise")
@@ -417,7 +430,7 @@ def write_tuned_config(source: str | Path, out: str | Path, settings: NoiseSetti
         put(get(est, "model_error"), "random_walk", settings.process[MODEL_ERROR],
             "estimator." + MODEL_ERROR)
     for k, v in settings.process.items():
-        if k.startswith(BIAS_PREFIX) or k == MODEL_ERROR:
+        if _sensor_noise(k) is not None or k == MODEL_ERROR:
             continue
         if get(noise, k) is None and _significant(v) == _significant(getattr(defaults, k)):
             continue                     # at its default and not in the file: leave it out

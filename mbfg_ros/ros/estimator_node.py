@@ -4,14 +4,16 @@ Run: ``ros2 run mbfg_ros estimator --ros-args -p config:=/path/rig.yaml`` (pip e
 ``.venv/bin/estimator --ros-args ...`` or ``python -m mbfg_ros.ros.estimator_node ...``). The
 parameters are :data:`ESTIMATOR_PARAMETERS` (README "The estimator node").
 
-Inputs: the config's sensor topics with SensorDataQoS (or reliable, ``sensor_qos``), decoded by
-:class:`mbfg_ros.io.sensor_inputs.InputRouter`: encoders and known inputs from
-sensor_msgs/JointState by joint name (other joints ignored), gyros from sensor_msgs/Imu
-(angular_velocity in the sensor frame), load cells from geometry_msgs/WrenchStamped (the
-config's component and axis) or std_msgs/Float64 when the rig publishes a plain number (the
-subscription follows the publisher's type). The config's topics are resolved in the node's
-namespace (relative by default: a namespace moves them; absolute ones stay) and remappings. An
-Imu whose frame_id or covariance disagrees with the config is used and warned about once.
+Inputs: the config's sensor topics with SensorDataQoS (or reliable, ``sensor_qos``), one
+subscription per topic, decoded by :class:`mbfg_ros.io.sensor_inputs.InputRouter` (each sensor
+kind's decoding, :mod:`mbfg_ros.sensors`): encoders and known inputs from sensor_msgs/JointState
+by joint name (other joints ignored), gyros and accelerometers from sensor_msgs/Imu
+(angular_velocity, linear_acceleration in the sensor frame; one Imu topic may feed both), load
+cells from geometry_msgs/WrenchStamped (the config's component and axis) or std_msgs/Float64
+when the rig publishes a plain number (a topic that accepts several types follows the
+publisher's type). The config's topics are resolved in the node's namespace (relative by
+default: a namespace moves them; absolute ones stay) and remappings. An Imu whose frame_id or
+covariance disagrees with the config is used and warned about once.
 Header stamps are the sample times; the node's clock (``use_sim_time`` follows /clock) only
 stamps diagnostics and measures silence.
 
@@ -66,7 +68,7 @@ from mbfg_ros.io import messages as msgs
 from mbfg_ros.intake.feeder import Feeder, TimeJumpEvent
 from mbfg_ros.intake.sensor_health import SensorHealth
 from mbfg_ros.intake.stamp_order import StampOrder, topic_periods_ns
-from mbfg_ros.io.sensor_inputs import FLOAT64, WRENCH_STAMPED, InputRouter, route_sensors
+from mbfg_ros.io.sensor_inputs import InputRouter, route_sensors
 from mbfg_ros.model.channels import command_channel
 from mbfg_ros.ros.free_memory import fix_heap_thresholds, release_free_memory
 from mbfg_ros.ros.message_classes import message_class
@@ -165,7 +167,7 @@ class EstimatorNode(Node):
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._diag_timer = self.create_timer(p["diagnostics_period"], self._diag_due.set, clock=steady)
         self._switching: dict[str, str] = {}      # load-cell topics changing message type
-        if any(FLOAT64 in types for types in self.router.topics.values()):
+        if any(len(types) > 1 for types in self.router.topics.values()):
             self._type_timer = self.create_timer(1.0, self._follow_publisher_types, clock=steady)
         self._worker = threading.Thread(target=self._work, name="mbfg_estimation", daemon=True)
         self._worker.start()
@@ -217,8 +219,8 @@ class EstimatorNode(Node):
             self._on_message(info[0], topic, msgtype)
 
     def _follow_publisher_types(self) -> None:
-        """Load-cell topics accept WrenchStamped or Float64: subscribe with the type a publisher
-        actually uses (DDS matches only equal types). Runs on a 1 Hz timer; a switch takes two
+        """Topics that accept several types (a load cell's WrenchStamped or Float64): subscribe
+        with the type a publisher actually uses (DDS matches only equal types). Runs on a 1 Hz timer; a switch takes two
         ticks, because rclpy destroys the old subscription only once the executor let go of it
         and DDS refuses a second type on the same topic before that."""
         for topic, t in list(self._switching.items()):
@@ -228,7 +230,7 @@ class EstimatorNode(Node):
                 self.get_logger().info(f"{topic} is published as {t}: subscribed with that type")
             except Exception as exc:                     # noqa: BLE001 (retried next tick)
                 self.get_logger().debug(f"subscribing {topic} as {t} failed, retrying: {exc}")
-        flexible = [t for t, types in self.router.topics.items() if FLOAT64 in types]
+        flexible = [t for t, types in self.router.topics.items() if len(types) > 1]
         for topic in flexible:
             if topic in self._switching:
                 continue
@@ -237,7 +239,7 @@ class EstimatorNode(Node):
             if not types or current in types:
                 continue
             for t in sorted(types):
-                if t in (FLOAT64, WRENCH_STAMPED):
+                if t in self.router.topics[topic]:
                     old = self._subs.pop(topic, None)
                     if old is not None:
                         self.destroy_subscription(old[1])

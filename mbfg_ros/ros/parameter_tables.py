@@ -16,6 +16,7 @@ from mbfg_ros.model.config import KEYFRAME_RATE_RANGE, LAG_RANGE, EstimatorConfi
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.validation import load_rig
 from mbfg_ros.ros.node_parameters import ParameterError, ParameterSpec
+from mbfg_ros.sensors.registry import KIND_NAMES
 from mbfg_ros.sim.scenario import INPUT_PROFILES
 
 ESTIMATOR_PARAMETERS: tuple[ParameterSpec, ...] = (
@@ -112,7 +113,7 @@ SIM_RIG_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("length_error", "str_list", [], "JOINT=FACTOR: the truth's joint offset times FACTOR"),
     # sensors
     ParameterSpec("rates", "str_list", [], "KIND_OR_SENSOR=HZ overrides of the sensor rates "
-                  "(kinds: encoder, gyro, load_cell, command)"),
+                  f"(kinds: {', '.join(KIND_NAMES)})"),
     ParameterSpec("noise", bool, True, "add the config's Gaussian sensor noise"),
     ParameterSpec("quantize", bool, True, "quantise encoders to the config's resolution"),
     ParameterSpec("gyro_bias", float, 0.0, "std of a constant gyro bias per axis", "rad/s", 0.0, 100.0),

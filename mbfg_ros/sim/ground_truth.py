@@ -13,7 +13,6 @@ import numpy as np
 
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.sim.forward import Trajectory
-from mbfg_ros.model.channels import load_cell_frame
 from mbfg_ros.sim.sensors import sample_times
 
 DEFAULT_TRUTH_RATE = 200.0
@@ -84,7 +83,7 @@ def ground_truth(trajectory: Trajectory, rate: float | None = DEFAULT_TRUTH_RATE
     cells = np.zeros((N, ncell))
     for i in range(N):
         for k in range(ncell):
-            cells[i, k] = mech.load_cell(d, k, q[i], v[i], a[i], lam[i], u[i], tau[i], derivatives=False)[0]
+            cells[i, k] = mech.load_cells[k].value(mech, d, q[i], v[i], a[i], lam[i], u[i], tau[i])[0]
     return GroundTruth(
         t=t, joint_names=list(mech.joint_names), q=q.copy(), v=v.copy(), a=a.copy(),
         effort=tau + u @ mech.B.T,
@@ -92,7 +91,7 @@ def ground_truth(trajectory: Trajectory, rate: float | None = DEFAULT_TRUTH_RATE
         closure_frames=[c.frame_b for c in mech.closure_configs],
         closure_force=force, closure_torque=torque,
         load_cell_names=[c.config.name for c in mech.load_cells],
-        load_cell_frames=[load_cell_frame(mech, k) for k in range(ncell)],
+        load_cell_frames=[c.header_frame(mech) for c in mech.load_cells],
         load_cell_axes=np.array([c.axis for c in mech.load_cells]).reshape(ncell, 3),
         load_cell_components=[c.config.component for c in mech.load_cells],
         load_cells=cells)

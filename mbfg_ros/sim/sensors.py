@@ -1,16 +1,18 @@
 """Synthetic sensor samples from a simulated truth (the sensors of a mechanism config).
 
-Each sensor of the config (encoders, gyros, load cells) and each known-input joint (a
-``command``: the effort a controller sends, published as sensor_msgs/JointState effort) is a
-*channel* sampled at its rate; the value is the sensor model evaluated on the truth at the
-sample's own time, plus the faults of :class:`SensorOptions` (all off by default except the
-Gaussian noise and the encoder quantisation the config describes).
+Each sensor of the config (encoders, gyros, load cells, accelerometers) and each known-input
+joint (a ``command``: the effort a controller sends, published as sensor_msgs/JointState effort)
+is a *channel* sampled at its rate; the value is the sensor's numeric model (its kind's, in
+:mod:`mbfg_ros.sensors`) evaluated on the truth at the sample's own time, plus the faults of
+:class:`SensorOptions` (all off by default except the Gaussian noise and the encoder quantisation
+the config describes).
 
 Timing: a channel at rate r has nominal sample times k / r, k = 0, 1, ... while k / r is below
 the duration (10 s at 1 kHz: exactly 10 000 samples). Encoders that share a topic and a rate
 are read together (one JointState message), and so are the known inputs of one topic and the
-load cells of one topic (one WrenchStamped: a force-torque sensor's components; they must have
-one rate): they share their sample times, jitter and dropouts. Every other sensor has its own.
+gyro and accelerometer of one Imu topic and the load cells of one topic (one WrenchStamped: a
+force-torque sensor's components; these need one rate): they share their sample times, jitter
+and dropouts. Every other sensor has its own.
 
 Values (units and frames):
 - encoder: (1,) the joint position, rad or m, + noise, then quantised; a single-turn angle
@@ -18,6 +20,8 @@ Values (units and frames):
 - gyro: (3,) angular velocity of the sensor frame (``frame`` rotated by ``rotation_rpy``) in
   that frame, rad/s, all three axes even if the config measures fewer, + noise and bias;
 - load_cell: (1,) the config's reading (N or N m) + noise;
+- accelerometer: (3,) specific force (acceleration minus gravity) of the sensor frame's origin in
+  that frame, m/s^2, all three axes, + noise;
 - command: (1,) the known input effort, N m or N (exact: no noise, no outliers).
 
 Random streams are seeded per channel from (seed, channel name), so a given seed always gives
@@ -30,19 +34,17 @@ import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
-import pinocchio as pin
 
 from mbfg_ros.errors import MbfgError
-from mbfg_ros.model.channels import channel_names, command_channel, load_cell_frame
+from mbfg_ros.model.channels import channel_names
 from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.sensors.base import SensorModel
+from mbfg_ros.sensors.registry import KIND_NAMES, channels as input_channels
 from mbfg_ros.sim.forward import Trajectory
 from mbfg_ros.sim.scenario import truth_mechanism
 
-SENSOR_KINDS = ("encoder", "gyro", "load_cell", "command")
+SENSOR_KINDS = KIND_NAMES
 """The kinds of channel; also the keys of SensorOptions.rates that apply to a whole kind."""
-
-DEFAULT_COMMAND_RATE = 1000.0
-"""Hz, the rate of the known-input (command) channels unless SensorOptions.rates says otherwise."""
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,10 @@ class SensorOptions:
 
     Attributes:
         rates: Hz, overrides of the sample rates, keyed by a kind (``encoder``, ``gyro``,
-            ``load_cell``, ``command``: every channel of that kind) or by a sensor name (or
-            ``command:<joint>``; that channel only). Precedence: sensor name, then kind, then the
-            config's ``rate`` of the sensor (whose defaults are 1000, 400, 200 Hz), then 1000 Hz
-            for commands.
+            ``load_cell``, ``accelerometer``, ``command``: every channel of that kind) or by a
+            sensor name (or ``command:<joint>``; that channel only). Precedence: sensor name,
+            then kind, then the config's ``rate`` of the sensor (whose defaults are 1000, 400,
+            200, 400 Hz), then 1000 Hz for commands.
         noise: add Gaussian noise with the config's standard deviation (``noise``).
         quantize: round encoder readings to the config's ``resolution`` (when > 0).
         gyro_bias: rad/s, standard deviation of a constant gyro bias drawn per gyro and axis.
@@ -105,12 +107,12 @@ class Sample:
 
     Attributes:
         sensor: the config's sensor name, or ``command:<joint>`` for a known input.
-        kind: encoder | gyro | load_cell | command.
+        kind: encoder | gyro | load_cell | accelerometer | command.
         stamp: s from the start of the run: the true sample time (the message's header.stamp
             minus the bag's epoch).
         receive: s, when the sample arrives (stamp + delay; the bag's log time minus the epoch).
         value: encoder (1,) rad or m; gyro (3,) rad/s in the sensor frame; load_cell (1,) N or
-            N m; command (1,) N m or N.
+            N m; accelerometer (3,) m/s^2 in the sensor frame; command (1,) N m or N.
     """
     sensor: str
     kind: str
@@ -121,11 +123,11 @@ class Sample:
 
 @dataclass(frozen=True)
 class SensorChannel:
-    """One stream of samples: a sensor of the config or a known-input joint.
+    """One stream of samples: a sensor of the config or a known-input joint (``model``).
 
-    ``index`` is the sensor's index in the Mechanism's encoders / gyros / load_cells, or the
-    joint's coordinate index for a command. ``frame_id`` is the header frame id of its messages
-    (empty for JointState); ``group`` names the channels read together (same times)."""
+    ``index`` is the sensor's index among the Mechanism's sensors of its kind, or the joint's
+    coordinate index for a command. ``frame_id`` is the header frame id of its messages (empty
+    for JointState); ``group`` names the channels read together (same times)."""
     name: str
     kind: str
     topic: str
@@ -135,6 +137,7 @@ class SensorChannel:
     frame_id: str
     group: str
     joint: str = ""          # encoders and commands: the joint (the JointState name)
+    model: SensorModel | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -158,41 +161,26 @@ def check_rates(mech: Mechanism, rates: dict[str, float]) -> None:
 
 
 def sensor_channels(mech: Mechanism, options: SensorOptions | None = None) -> list[SensorChannel]:
-    """The channels of ``mech``'s config with their effective rates (see SensorOptions.rates)."""
+    """The channels of ``mech``'s config with their effective rates (see SensorOptions.rates).
+    Channels sampled together (one group) must keep one rate: MbfgError otherwise."""
     options = options or SensorOptions()
     check_rates(mech, options.rates)
     rates = options.rates
-
-    def rate(name: str, kind: str, nominal: float) -> float:
-        return float(rates.get(name, rates.get(kind, nominal)))
-
     out: list[SensorChannel] = []
-    for k, e in enumerate(mech.encoders):
-        c = e.config
-        r = rate(c.name, "encoder", c.rate)
-        out.append(SensorChannel(c.name, "encoder", c.topic, r, c.noise, k, "",
-                                 f"encoder|{c.topic}|{r!r}", joint=c.joint))
-    for k, g in enumerate(mech.gyros):
-        c = g.config
-        out.append(SensorChannel(c.name, "gyro", c.topic, rate(c.name, "gyro", c.rate), c.noise, k,
-                                 c.frame_id or c.name, f"gyro|{c.name}"))
-    first_cell: dict[str, tuple[str, float]] = {}       # topic -> its first load cell, rate
-    for k, cell in enumerate(mech.load_cells):
-        c = cell.config
-        r = rate(c.name, "load_cell", c.rate)
-        # the cells of one topic read one message: one group, named after the first cell
-        first, first_rate = first_cell.setdefault(c.topic, (c.name, r))
-        if r != first_rate:
-            raise MbfgError(f"load cells {first} and {c.name} share the topic {c.topic} (one message "
-                            f"holds both): give them one rate (values: {first_rate:g} and {r:g} Hz)")
-        out.append(SensorChannel(c.name, "load_cell", c.topic, r, c.noise, k, load_cell_frame(mech, k),
-                                 f"load_cell|{first}"))
-    for joint in mech.known_input_joints:
-        name = command_channel(joint)
-        topic = mech.config.joint(joint).topic
-        r = rate(name, "command", DEFAULT_COMMAND_RATE)
-        out.append(SensorChannel(name, "command", topic, r, 0.0, mech.index[joint], "",
-                                 f"command|{topic}|{r!r}", joint=joint))
+    counts: dict[str, int] = {}
+    group_rates: dict[str, tuple[SensorModel, float]] = {}
+    for model in input_channels(mech):
+        r = float(rates.get(model.name, rates.get(model.kind, model.rate)))
+        index = counts.get(model.kind, 0) if model.measuring else model.index   # a command's: its joint
+        counts[model.kind] = counts.get(model.kind, 0) + 1
+        group = model.sample_group(mech, r)
+        first, first_rate = group_rates.setdefault(group, (model, r))
+        if first_rate != r:
+            kinds = f"{first.kind.replace('_', ' ')}s " if first.kind == model.kind else ""
+            raise MbfgError(f"{kinds}{first.name} and {model.name} share the topic {model.topic} (one "
+                            f"message holds both): give them one rate (values: {first_rate:g} and {r:g} Hz)")
+        out.append(SensorChannel(model.name, model.kind, model.topic, r, model.noise, index,
+                                 model.header_frame(mech), group, model.joint, model))
     return out
 
 
@@ -225,28 +213,6 @@ def _sensor_mechanism(trajectory: Trajectory, config_mechanism: Mechanism | None
     return mech
 
 
-def _gyro_values(mech: Mechanism, k: int, q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """(K, 3) angular velocity of gyro k's sensor frame in that frame (rad/s), all axes."""
-    g = mech.gyros[k]
-    model = mech.model
-    data = model.createData()
-    RT = g.R_mount.T
-    out = np.empty((q.shape[0], 3))
-    for i in range(q.shape[0]):
-        pin.forwardKinematics(model, data, q[i], v[i])
-        out[i] = RT @ pin.getFrameVelocity(model, data, g.frame_id, pin.LOCAL).angular
-    return out
-
-
-def _load_cell_values(mech: Mechanism, k: int, q, v, a, lam, tau, u) -> np.ndarray:
-    """(K, 1) the true readings of load cell k (N or N m)."""
-    d = mech.create_data()
-    out = np.empty((q.shape[0], 1))
-    for i in range(q.shape[0]):
-        out[i, 0] = mech.load_cell(d, k, q[i], v[i], a[i], lam[i], u[i], tau[i], derivatives=False)[0]
-    return out
-
-
 def synthesize_series(trajectory: Trajectory, options: SensorOptions | None = None,
                       config_mechanism: Mechanism | None = None) -> list[SensorSeries]:
     """The samples of every channel, as columns (see :func:`synthesize`)."""
@@ -268,54 +234,27 @@ def synthesize_series(trajectory: Trajectory, options: SensorOptions | None = No
                 keep = _rng(options.seed, ch.group, "dropout").random(stamp.size) >= options.dropout
             groups[ch.group] = (stamp, keep)
         stamp, keep = groups[ch.group]
-        true = _true_values(mech, ch, trajectory, stamp)
+        true = ch.model.true_values(mech, trajectory, stamp)
         value = true.copy()
-        if ch.kind != "command":
-            value = _add_faults(mech, ch, options, stamp, value)
+        if ch.model.measuring:
+            value = _add_faults(ch, options, stamp, value)
         series.append(SensorSeries(ch, stamp[keep], stamp[keep] + options.delay, value[keep], true[keep]))
     return series
 
 
-def _true_values(mech: Mechanism, ch: SensorChannel, trajectory: Trajectory, stamp: np.ndarray) -> np.ndarray:
-    if ch.kind == "command":
-        tau, _ = trajectory.input_efforts(stamp)
-        return tau[:, ch.index:ch.index + 1].copy()
-    level = {"encoder": 0, "gyro": 1}.get(ch.kind, 2)
-    q, v, a, lam, tau, u = trajectory.state_at(stamp, level)
-    if ch.kind == "encoder":
-        j = mech.encoders[ch.index].index
-        return q[:, j:j + 1].copy()
-    if ch.kind == "gyro":
-        return _gyro_values(mech, ch.index, q, v)
-    return _load_cell_values(mech, ch.index, q, v, a, lam, tau, u)
-
-
-def _add_faults(mech: Mechanism, ch: SensorChannel, opt: SensorOptions, stamp: np.ndarray,
-                value: np.ndarray) -> np.ndarray:
+def _add_faults(ch: SensorChannel, opt: SensorOptions, stamp: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """Noise, the sensor's bias, outliers, then what the sensor does to its reading (its kind's
+    :meth:`~mbfg_ros.sensors.base.SensorModel.add_bias` and ``finish_sample``)."""
     K, dim = value.shape
     if opt.noise and ch.noise > 0:
         value = value + ch.noise * _rng(opt.seed, ch.name, "noise").standard_normal((K, dim))
-    if ch.kind == "gyro":
-        rng = _rng(opt.seed, ch.name, "bias")
-        bias = np.broadcast_to(opt.gyro_bias * rng.standard_normal(3), (K, 3)).copy()
-        walk = mech.gyros[ch.index].config.bias_instability
-        if opt.gyro_bias_walk and walk > 0 and K:
-            dt = np.diff(np.concatenate([[0.0], stamp]))
-            steps = walk * np.sqrt(np.maximum(dt, 0.0))[:, None] * rng.standard_normal((K, 3))
-            bias += np.cumsum(steps, axis=0)
-        value = value + bias
+    value = ch.model.add_bias(value, stamp, opt, lambda purpose: _rng(opt.seed, ch.name, purpose))
     if opt.outlier_rate > 0:
         rng = _rng(opt.seed, ch.name, "outliers")
         hit = rng.random(K) < opt.outlier_rate
         sign = np.where(rng.random((K, dim)) < 0.5, -1.0, 1.0)
         value = value + hit[:, None] * sign * opt.outlier_scale * ch.noise
-    if ch.kind == "encoder" and opt.quantize:
-        res = mech.encoders[ch.index].config.resolution
-        if res > 0:
-            value = np.round(value / res) * res
-    if ch.kind == "encoder" and mech.encoders[ch.index].wraps:
-        value = (value + np.pi) % (2 * np.pi) - np.pi
-    return value
+    return ch.model.finish_sample(value, opt)
 
 
 def samples_from_series(series: list[SensorSeries]) -> list[Sample]:

@@ -92,8 +92,8 @@ def test_overwrite(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("extra, message", [
-    (["--rate", "imu=100"], "--rate: unknown sensor or kind 'imu' (known: encoder, gyro, load_cell, command, "
-                            "crank_encoder, rocker_pin_load)"),
+    (["--rate", "imu=100"], "--rate: unknown sensor or kind 'imu' (known: encoder, gyro, load_cell, accelerometer, "
+                            "command, crank_encoder, rocker_pin_load)"),
     (["--rate", "encoder=0"], "--rate: encoder must be a positive rate in Hz (value: 0)"),
     (["--rate", "gyro=-5"], "--rate: gyro must be a positive rate in Hz (value: -5)"),
     (["--rate", "encoder"], "--rate: expected SENSOR_OR_KIND=VALUE (value: 'encoder')"),

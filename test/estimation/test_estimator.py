@@ -72,7 +72,7 @@ def test_closure_and_load_cell_forces():
         forces = run.estimator.forces(e)
         errs.append(forces.closures[0].force - f_true)
         scale.append(np.linalg.norm(f_true))
-        true_cell = mech.load_cell(d, 0, q[0], v[0], a[0], lam[0], derivatives=False)[0]
+        true_cell = mech.load_cells[0].evaluate(mech, d, q[0], v[0], a[0], lam[0], derivatives=False)[0]
         cell_errs.append(forces.load_cells["rocker_pin_load"] - true_cell)
     rmse = np.sqrt(np.mean(np.square(errs), axis=0))
     # the pin carries ~100-300 N; measured RMSE ~[0.6, 0.9, 0] N; load cell noise is 2 N

@@ -38,7 +38,7 @@ def _encoder_row(mech: Mechanism, offset: float) -> float:
     b = fn.layout.block("crank_encoder")
     V = b.view(p)
     V[0, 0] = 1.0
-    V[0, 1] = q[b.sensor.joint] + offset
+    V[0, 1] = q[b.sensor.model.index] + offset
     r, _, _ = fn.step(x, x, p)
     return float(r[b.rows.start]) * b.sensor.sigma
 

@@ -22,11 +22,23 @@ from mbfg_ros.model.config import ModelErrorConfig
 from mbfg_ros.model.mechanism import Mechanism
 from support.simulations import config_mechanism
 
-RIGS = ["four_bar", "four_bar_gyro", "five_bar", "slider_crank", "spatial_rsur", "arm6", "pendulum"]
+RIGS = ["four_bar", "four_bar_gyro", "five_bar", "slider_crank", "spatial_rsur", "arm6", "pendulum",
+        "four_bar_imu", "four_bar_imu_bias"]
 
 
 def _variant(name: str, **estimator) -> Mechanism:
-    mech = config_mechanism(name)
+    """An example rig with other estimator settings; ``four_bar_imu_bias``: four_bar_imu whose
+    gyro and accelerometer biases are estimated (states after the other sensors')."""
+    if name == "four_bar_imu_bias":
+        cfg = config_mechanism("four_bar_imu").config
+        s = cfg.sensors
+        s = dataclasses.replace(s, gyros=tuple(dataclasses.replace(g, bias_sigma=0.01, bias_instability=1e-3)
+                                               for g in s.gyros),
+                                accelerometers=tuple(dataclasses.replace(a, bias_sigma=0.1, bias_instability=0.01)
+                                                     for a in s.accelerometers))
+        mech = Mechanism(dataclasses.replace(cfg, sensors=s))
+    else:
+        mech = config_mechanism(name)
     if not estimator:
         return mech
     cfg = mech.config
@@ -60,35 +72,27 @@ def _readings(fn: StepFunction, mech: Mechanism, x0, x1, rng, noise: float):
             z = np.concatenate([q, v, tail])
             a, lam, u = z[lay.A], z[lay.L], z[lay.U]
             tau = rng.standard_normal(mech.n) if b.tau else np.zeros(mech.n)
-            if res.kind == "encoder":
-                pred = np.array([q[res.joint]])
-                y = pred + noise * res.sigma * rng.standard_normal(1) + (2 * math.pi if res.wrap else 0.0)
-            elif res.kind == "gyro":
-                full = np.zeros(3)
-                full[res.axes] = mech.gyro(d, res.index, q, v, derivatives=False)
-                if res.bias is not None:
-                    full[res.axes] += z[lay.B][res.bias]
-                y = full + noise * res.sigma * rng.standard_normal(3)
-                pred = full[res.axes]
-            else:
-                pred = np.array([mech.load_cell(d, res.index, q, v, a, lam, u, tau, derivatives=False)[0]])
-                y = pred + noise * res.sigma * rng.standard_normal(1)
+            model = res.model                                # the kind's numeric (pinocchio) model
+            full = model.value(mech, d, q, v, a, lam, u, tau, lay.gravity_scale(z))
+            if res.bias is not None:                         # a bias on the measured axes
+                full[model.rows] += z[lay.B][res.bias]
+            pred = model.measured(full)
+            y = full + noise * res.sigma * rng.standard_normal(res.dim)
+            if getattr(model, "wraps", False):               # a single-turn encoder's reading
+                y = y + 2 * math.pi
             V = b.view(p)
             V[j, 0] = s
             V[j, 1:1 + res.dim] = y
             if b.tau:
                 V[j, 1 + res.dim:] = tau
-            meas = y if res.kind != "gyro" else y[res.axes]
-            e = meas - pred
-            if res.kind == "encoder" and res.wrap:
-                e = (e + math.pi) % (2 * math.pi) - math.pi
+            e = model.difference(model.measured(y) - pred)
             expect.append((b.rows.start + j * res.rows, e / res.sigma))
     return p, expect
 
 
 @pytest.mark.parametrize("rig", RIGS)
 def test_rows_equal_the_numeric_model(rig):
-    mech = config_mechanism(rig)
+    mech = _variant(rig)
     cfg = mech.config.estimator
     lay = StateLayout.for_mechanism(mech, cfg)
     h = 1.0 / cfg.keyframe_rate
@@ -135,6 +139,7 @@ def test_rows_equal_the_numeric_model(rig):
     ("four_bar", {"model_error": ModelErrorConfig(30.0)}),
     ("five_bar_gyro", {"model_error": ModelErrorConfig(3.0, 1.0), "estimate_gravity": True}),
     ("arm6", {"model_error": ModelErrorConfig(10.0)}),
+    ("four_bar_imu", {}), ("four_bar_imu_bias", {"estimate_gravity": True}),
 ])
 def test_jacobians_equal_finite_differences(rig, estimator):
     mech = _variant(rig, **estimator)
@@ -224,7 +229,7 @@ def test_random_walk_rows_of_the_slow_states():
     x0, x1 = _state(mech, lay, rng), _state(mech, lay, rng)
     r, J0, J1 = fn.step(x0, x1, fn.layout.empty_parameters())
     rows = slice(2 * mech.n, fn.layout.head)
-    sig = np.array([max(g.config.bias_instability, 1e-9) for g, sl in zip(mech.gyros, lay.bias_slices)
+    sig = np.array([max(g.bias_instability, 1e-9) for g, sl in zip(mech.sensors, lay.bias_slices)
                     if sl is not None for _ in range(sl.stop - sl.start)])
     assert rows.stop - rows.start == sig.size > 0
     np.testing.assert_allclose(r[rows], (x1[lay.B] - x0[lay.B]) / (sig * math.sqrt(h)), rtol=1e-12)

@@ -48,7 +48,9 @@ def test_a_bad_map_names_its_field(tmp_path, change, field, words):
     ("spatial_rsur", {"coupler_gyro": {"columns": {"x": "a", "z": "c"}}}, "sensors.coupler_gyro",
      "one column per measured axis: x, y, z"),
     ("spatial_rsur", {"coupler_gyro": "a"}, "sensors.coupler_gyro", "one column per measured axis"),
-    ("spatial_rsur", {"crank_encoder": {"columns": {"x": "a"}}}, "sensors.crank_encoder", "reads one column"),
+    ("spatial_rsur", {"crank_encoder": {"columns": {"x": "a"}}}, "sensors.crank_encoder", "an encoder reads one column"),
+    ("four_bar_imu", {"coupler_accelerometer": {"columns": {"x": "a", "z": "c"}}}, "sensors.coupler_accelerometer",
+     "an accelerometer needs one column per measured axis: x, y"),
 ])
 def test_a_map_that_does_not_fit_the_rig_names_its_field(tmp_path, rig, sensors, field, words):
     log_map = load_log_map(_map(tmp_path, {**GOOD, "sensors": sensors}))

@@ -67,14 +67,14 @@ def check_sensors(mech: Mechanism, seed: int) -> None:
     q, v, a, lam, u = random_state(mech, seed)
     tau = np.random.default_rng(seed + 2).standard_normal(mech.n)
     for k, g in enumerate(mech.gyros):
-        y, yq, yv = mech.gyro(d, k, q, v)
-        np.testing.assert_allclose(y, mech.gyro(d, k, q, v, derivatives=False), atol=1e-12)
-        assert_jacobian(yq, jacobian(lambda x: mech.gyro(d, k, x, v, derivatives=False), q), f"gyro {k} dq")
-        assert_jacobian(yv, jacobian(lambda x: mech.gyro(d, k, q, x, derivatives=False), v), f"gyro {k} dv")
+        y, yq, yv = g.evaluate(mech, d, q, v)
+        np.testing.assert_allclose(y, g.evaluate(mech, d, q, v, derivatives=False), atol=1e-12)
+        assert_jacobian(yq, jacobian(lambda x: g.evaluate(mech, d, x, v, derivatives=False), q), f"gyro {k} dq")
+        assert_jacobian(yv, jacobian(lambda x: g.evaluate(mech, d, q, x, derivatives=False), v), f"gyro {k} dv")
     for k, cell in enumerate(mech.load_cells):
         def y(qq=q, vv=v, aa=a, ll=lam, uu=u):
-            return mech.load_cell(d, k, qq, vv, aa, ll, uu, tau, derivatives=False)[0]
-        val, yq, yv, ya, yl, yu = mech.load_cell(d, k, q, v, a, lam, u, tau)
+            return cell.evaluate(mech, d, qq, vv, aa, ll, uu, tau, derivatives=False)[0]
+        val, yq, yv, ya, yl, yu = cell.evaluate(mech, d, q, v, a, lam, u, tau)
         yv = np.zeros(mech.n) if yv is None else yv
         ya = np.zeros(mech.n) if ya is None else ya
         name = cell.config.name

@@ -93,7 +93,7 @@ def test_mass_on_a_spring_matches_the_closed_form(damping, tmp_path):
     # the slide's load cell reads the force the block needs: m x'' = the spring's pull, so the
     # wrench the joint transmits is 0 along the slide (the spring acts on the block directly)
     d = mech.create_data()
-    y = mech.load_cell(d, 0, tr.q[700], tr.v[700], tr.a[700], np.zeros(0), derivatives=False)[0]
+    y = mech.load_cells[0].evaluate(mech, d, tr.q[700], tr.v[700], tr.a[700], np.zeros(0), derivatives=False)[0]
     assert abs(y) < 1e-9
     # energy: the spring's k x^2 / 2 included; conserved without damping, and with it E(t) - E(0)
     # is what the damper dissipated, c x'^2 integrated (the closed form's)

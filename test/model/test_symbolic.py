@@ -56,8 +56,8 @@ def _with_load_cells(name: str) -> Mechanism:
         cells = base.sensors.load_cells + (
             LoadCellConfig("slider_force", "actuator", 0.1, "/a", joint="slider_joint"),)
         joints = {**dict(base.joints), "slider_joint": JointConfig("slider_joint", actuation="known")}
-    cfg = dataclasses.replace(base, joints=joints, sensors=SensorsConfig(base.sensors.encoders, base.sensors.gyros,
-                                                                        cells))
+    cfg = dataclasses.replace(base, joints=joints, sensors=SensorsConfig(encoders=base.sensors.encoders,
+                                                                        gyros=base.sensors.gyros, load_cells=cells))
     return Mechanism(cfg)
 
 
@@ -69,8 +69,8 @@ def _check(mech: Mechanism, gravity_scale=1.0, mass_scale=1.0, trials=3):
     d = mech.create_data()
     dyn = sym.dynamics_residual(q, v, a, lam, tau, u, gravity_scale, mass_scale)
     phi, phid, phidd = sym.closure_levels(q, v, a)
-    gyros = [sym.gyro(k, q, v) for k in range(len(mech.gyros))]
-    cells = [sym.load_cell(k, q, v, a, lam, u, tau) for k in range(len(mech.load_cells))]
+    gyros = [g.symbolic(sym, q, v) for g in mech.gyros]
+    cells = [c.symbolic(sym, q, v, a, lam, u, tau) for c in mech.load_cells]
     wrenches = [ca.vertcat(f, t) for f, t in sym.closure_wrenches_in_frame_b(q, lam)]
     outs = [dyn, ca.jacobian(dyn, X), phi, phid, phidd, ca.jacobian(phi, q), ca.jacobian(phid, ca.vertcat(q, v)),
             ca.jacobian(phidd, ca.vertcat(q, v, a))]
@@ -95,12 +95,12 @@ def _check(mech: Mechanism, gravity_scale=1.0, mass_scale=1.0, trials=3):
         _close(next(it), c.phi_q, 1e-9, "phi_q")
         _close(next(it), np.hstack([c.phid_q, c.phid_v]), 1e-9, "phid_(q,v)")
         _close(next(it), np.hstack([c.phidd_q, c.phidd_v, c.phidd_a]), 1e-9, "phidd_(q,v,a)")
-        for k in range(len(mech.gyros)):
-            y, yq, yv = mech.gyro(d, k, qn, vn)
+        for k, g in enumerate(mech.gyros):
+            y, yq, yv = g.evaluate(mech, d, qn, vn)
             _close(next(it).ravel(), y, 1e-10, f"gyro {k}")
             _close(next(it), np.hstack([yq, yv]), 1e-9, f"gyro {k} Jacobian")
         for k, cell in enumerate(mech.load_cells):
-            y, yq, yv, ya, yl, yu = mech.load_cell(d, k, qn, vn, an, ln, un if mech.n_u else None, tn)
+            y, yq, yv, ya, yl, yu = cell.evaluate(mech, d, qn, vn, an, ln, un if mech.n_u else None, tn)
             _close(next(it).ravel(), [y], 1e-10, cell.config.name)
             J = next(it)
             tol = 1e-6 if cell.config.measures == "joint" else 1e-9

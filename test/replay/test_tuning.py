@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from contextlib import redirect_stdout
 
 import numpy as np
@@ -131,6 +132,29 @@ def test_written_config_keeps_everything_but_the_tuned_numbers(tmp_path):
 
 def test_process_noises_follow_the_rig(four_bar):
     assert process_noises(four_bar) == ("dynamics", "integration_velocity")
+
+
+def test_a_sensors_own_process_noise_is_tuned_and_written(tmp_path):
+    """The sensor kinds' tuning hook: an accelerometer's (and a gyro's) bias random walk is a
+    process noise ``bias_instability:<sensor>``, applied to and written in its own section."""
+    src = CONFIG / "four_bar_imu.yaml"
+    text = re.sub(r"      bias_sigma: 0\.0 .*\n", "      bias_instability: 0.002\n      bias_sigma: 0.1\n",
+                  src.read_text())
+    cfg_path = tmp_path / "imu.yaml"
+    cfg_path.write_text(text.replace("urdf: ../urdf/", f"urdf: {src.parent.parent}/urdf/"))
+    mech = load_rig(cfg_path).mech
+    assert process_noises(mech) == ("dynamics", "integration_velocity", "bias_instability:coupler_accelerometer")
+    s = current_settings(mech.config, process_noises(mech))
+    assert s.process["bias_instability:coupler_accelerometer"] == 0.002
+    assert s.sensors == {"coupler_gyro": 0.017453292519943295, "coupler_accelerometer": 0.05}
+    s.process["bias_instability:coupler_accelerometer"] = 0.004
+    s.sensors["coupler_accelerometer"] = 0.07
+    tuned = apply_settings(mech.config, s).sensors.accelerometers[0]
+    assert (tuned.bias_instability, tuned.noise, tuned.bias_sigma) == (0.004, 0.07, 0.1)
+    changed = write_tuned_config(cfg_path, tmp_path / "out.yaml", s)
+    assert changed == ["sensors.accelerometers[coupler_accelerometer].noise",
+                       "sensors.accelerometers[coupler_accelerometer].bias_instability"]
+    assert load_rig(tmp_path / "out.yaml").mech.config.sensors.accelerometers[0] == tuned
 
 
 def test_the_model_error_random_walk_is_tuned_and_written(tmp_path):

@@ -1,15 +1,18 @@
 """The estimator node's inputs from a rig that is not the simulator (published from this test
 over DDS): extra joints in a JointState are ignored, a load cell published as plain
 std_msgs/Float64 is picked up (the node follows the publisher's type), unusable messages are
-counted on /diagnostics, never dropped silently."""
+counted on /diagnostics, never dropped silently; one Imu topic feeds a gyro and an
+accelerometer."""
 from __future__ import annotations
 
 import math
 import time
 
+import numpy as np
 import pytest
 
-from conftest import CONFIG
+from conftest import CONFIG, mechanism
+from mbfg_ros.model.assembly import initial_state
 from mbfg_ros.ros.launch_description import estimator_description
 from mbfg_ros.ros.message_classes import message_class
 from mbfg_ros.ros.output_monitor import MonitorThread
@@ -63,3 +66,42 @@ def test_joint_state_extras_float64_load_cell_and_unusable_messages(four_bar, tm
         assert len(m.estimates) > 50
         assert m.topics["/mbfg_estimator/joint_states"].names == {tuple(four_bar.joint_names)}
         assert log.count("unusable message on /encoders") == 1
+
+
+def test_one_imu_topic_feeds_its_gyro_and_its_accelerometer(tmp_path):
+    """config/four_bar_imu.yaml: the node subscribes once to the IMU's topic and reads every Imu
+    message as a gyro reading and an accelerometer reading."""
+    imu = mechanism("four_bar_imu")
+    env = ros_environment(tmp_path)
+    description = estimator_description(str(CONFIG / "four_bar_imu.yaml"), parameters={"diagnostics_period": 0.5})
+    Imu = message_class("sensor_msgs/msg/Imu")
+    d = imu.create_data()
+    q, _ = initial_state(imu, d)
+    acc = imu.sensors_of("accelerometer")[0].value(imu, d, q, np.zeros(imu.n), np.zeros(imu.n))   # at rest
+    with NodeProcesses(description, tmp_path, env) as procs, MonitorThread(imu, int(env["ROS_DOMAIN_ID"])) as m:
+        pub = m.create_publisher(Imu, "/coupler/imu", 100)
+        end = time.monotonic() + 60
+        while pub.get_subscription_count() == 0:
+            assert time.monotonic() < end and not procs.exited(), procs.log_text("mbfg_estimator")
+            time.sleep(0.1)
+        assert pub.get_subscription_count() == 1                 # one subscription for both sensors
+        msg = Imu()
+        msg.header.frame_id = "coupler_imu"
+        msg.angular_velocity_covariance[0::4] = [0.017453292519943295 ** 2] * 3
+        msg.linear_acceleration.x, msg.linear_acceleration.y, msg.linear_acceleration.z = (float(x) for x in acc)
+        msg.linear_acceleration_covariance[0::4] = [0.05 ** 2] * 3
+        start = time.monotonic()
+        while time.monotonic() - start < 2.0:
+            msg.header.stamp = m.get_clock().now().to_msg()
+            pub.publish(msg)
+            time.sleep(0.0025)
+
+        def received(mon, sensor):
+            st = mon.sensor_status().get(sensor)
+            return int(st.values["received"]) if st is not None else 0
+
+        ok = m.wait_for(lambda mon: received(mon, "coupler_gyro") > 300 and received(mon, "coupler_accelerometer") > 300,
+                        60)
+        assert ok, procs.log_text("mbfg_estimator")
+        assert received(m, "coupler_gyro") == received(m, "coupler_accelerometer")
+        assert "counted on /diagnostics" not in procs.log_text("mbfg_estimator")      # nothing disagreed

@@ -4,6 +4,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pinocchio as pin
 import pytest
 
 from support.simulations import config_mechanism, simulated
@@ -45,7 +46,7 @@ def test_rate_overrides_by_kind_and_by_name():
     assert rates == {"crank_encoder": 500.0, "coupler_gyro": 250.0, "coupler_axial": 200.0}
     commands = {ch.name: ch.rate for ch in sensor_channels(config_mechanism("slider_crank"))}
     assert commands["command:crank_joint"] == 1000.0
-    with pytest.raises(MbfgError, match=r"unknown sensor or kind 'imu'.*encoder, gyro, load_cell, command.*"
+    with pytest.raises(MbfgError, match=r"unknown sensor or kind 'imu'.*encoder, gyro, load_cell, accelerometer, command.*"
                                         r"crank_encoder, coupler_gyro, coupler_axial"):
         sensor_channels(mech, SensorOptions(rates={"imu": 100.0}))
     with pytest.raises(MbfgError, match="positive"):
@@ -89,11 +90,13 @@ def test_true_values_are_the_sensor_models_at_the_stamp():
         for name in ("coupler_gyro", "coupler_axial"):
             t = s[name].stamp[k]
             q, v, a, lam, tau, u = tr.state_at([t])
-            if name == "coupler_gyro":
-                ref = mech.gyro(d, 0, q[0], v[0], derivatives=False)
-                np.testing.assert_allclose(s[name].true_value[k], ref, atol=1e-12)   # all 3 axes
+            if name == "coupler_gyro":            # pinocchio's angular velocity in the sensor frame
+                g = mech.gyros[0]
+                pin.forwardKinematics(mech.model, d.pin, q[0], v[0])
+                w = pin.getFrameVelocity(mech.model, d.pin, g.frame_id, pin.LOCAL).angular
+                np.testing.assert_allclose(s[name].true_value[k], g.R_mount.T @ w, atol=1e-12)   # all 3 axes
             else:
-                ref = mech.load_cell(d, 0, q[0], v[0], a[0], lam[0], u[0], tau[0], derivatives=False)[0]
+                ref = mech.load_cells[0].evaluate(mech, d, q[0], v[0], a[0], lam[0], u[0], tau[0], derivatives=False)[0]
                 assert s[name].true_value[k, 0] == pytest.approx(ref, abs=1e-9)
 
 

@@ -8,7 +8,7 @@ their rates z' (rad/s or m/s). Everything here goes through the shared model fun
 - velocity problem: v(q, z') by :func:`~mbfg_ros.model.assembly.solve_velocity`;
 - reduced dynamics: z'' = a[dof] with (a, lam) from ``Mechanism.forward_dynamics`` (the closure
   rows hold at acceleration level, so a[dof] is the DOF acceleration of the constrained system);
-- sensors: encoders y = q[j] (rad or m) and gyros y = mech.gyro(...) (rad/s, sensor frame, the
+- sensors: encoders y = q[j] (rad or m) and gyros y = GyroModel.evaluate (rad/s, sensor frame, the
   config's axes), with the observation Jacobian [dh/dz, dh/dz'] from the analytic derivatives:
   dq/dz = R (the velocity-problem matrix) and dv/dz = R_q z' from the differentiated velocity
   constraint Phi_q dv/dz + (Phi_q v)_q R = 0.
@@ -155,7 +155,7 @@ class IndependentModel:
             if ch.kind == "encoder":
                 out.append(np.array([q[mech.encoders[ch.index].index]]))
             else:
-                out.append(np.atleast_1d(mech.gyro(d, ch.index, q, v, derivatives=False)))
+                out.append(np.atleast_1d(mech.gyros[ch.index].evaluate(mech, d, q, v, derivatives=False)))
         return np.concatenate(out) if out else np.zeros(0)
 
     def sensor_jacobians(self, names: list[str], q: np.ndarray, v: np.ndarray
@@ -174,7 +174,7 @@ class IndependentModel:
                 Hq.append(row)
                 Hv.append(np.zeros((1, n)))
             else:
-                y, y_q, y_v = mech.gyro(d, ch.index, q, v)
+                y, y_q, y_v = mech.gyros[ch.index].evaluate(mech, d, q, v)
                 hs.append(np.atleast_1d(y))
                 Hq.append(np.atleast_2d(y_q))
                 Hv.append(np.atleast_2d(y_v))
