@@ -131,7 +131,6 @@ class Estimator:
             gc.collect()
             gc.freeze()
 
-    # ----------------------------------------------------------------------------------------
     # runs
     def initial_state(self) -> np.ndarray:
         """The state a run starts from: ``initial_state``, or ``initial_q``/``initial_v`` if
@@ -184,7 +183,6 @@ class Estimator:
     def started(self) -> bool:
         return self.schedule.started
 
-    # ----------------------------------------------------------------------------------------
     # input
     def counts(self) -> dict[str, SensorCounts]:
         """Per sensor (and ``command:<joint>``): received, used, late, too_old, rejected,
@@ -300,7 +298,6 @@ class Estimator:
         while sch.next_ready():
             self.close(sch.closed + 1)
 
-    # ----------------------------------------------------------------------------------------
     # linearising
     def linearize(self, x0: np.ndarray | None, x1: np.ndarray, p: np.ndarray | None,
                   prior: tuple[np.ndarray, np.ndarray] | None = None, copy: bool = True):
@@ -314,11 +311,9 @@ class Estimator:
         return self.linearize(x0, x1, p, copy=False)
 
     def step_readings(self, p: np.ndarray, t_prev: float, taken: list[int] | None = None) -> list:
-        """(stream, stamp, value) of the readings in a step's parameters (see
-        :func:`.schedule.step_readings`)."""
+        """(stream, stamp, value) of the readings in a step's parameters (:func:`.step_readings`)."""
         return step_readings(self.layout, self.measuring, p, t_prev, self.h, taken)
 
-    # ----------------------------------------------------------------------------------------
     # keyframes
     def close(self, k: int) -> None:
         """Close keyframe k: take its readings and linearise its step; solve once the group of
@@ -446,11 +441,9 @@ class Estimator:
             self.records.drop(k)
 
     def force_solver_failure(self) -> None:
-        """Make the next update fail inside ISAM2 (for tests of the recovery path): an
-        unconstrained extra variable makes the linear system indeterminant."""
+        """Make the next ISAM2 update fail, indeterminant (for tests of the recovery path)."""
         self.smoother.poison()
 
-    # ----------------------------------------------------------------------------------------
     # output (:mod:`.estimate_output`)
     def estimate_of(self, k: int, x: np.ndarray, lagged: bool = True, cov=None, copy: bool = True) -> Estimate:
         """The Estimate of keyframe k with state x (copied unless ``copy`` is False)."""
@@ -473,8 +466,7 @@ class Estimator:
         return self.output.pop(lagged=True)
 
     def smoothed_window(self) -> list[Estimate]:
-        """The current smoothed estimates of every keyframe in the window not yet emitted as
-        lagged, oldest first (an exact solve of the window)."""
+        """The window's smoothed estimates not yet emitted as lagged, oldest first (exact solve)."""
         return self.output.smoothed_window()
 
     def forces(self, e: Estimate) -> Forces:
