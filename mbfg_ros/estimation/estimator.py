@@ -33,7 +33,7 @@ from mbfg_ros.estimation.known_efforts import KnownEfforts
 from mbfg_ros.estimation.late_readings import add_late, reading_factor
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.linearization import StepLinearizer
-from mbfg_ros.estimation.model_uncertainty import SKIP, ModelUncertainty, score_innovations
+from mbfg_ros.estimation.model_uncertainty import FLOOR_MOST, SKIP, ModelUncertainty, score_innovations
 from mbfg_ros.estimation.outputs import Estimate, Forces, Health, SensorCounts, estimate_forces
 from mbfg_ros.estimation.relinearization import Relinearizer, StepRecords
 from mbfg_ros.estimation.restarts import SEARCH_SECONDS, Restarts
@@ -205,6 +205,8 @@ class Estimator:
             mu.add(sensor, stamp, value, self.measuring)
             self.model_scale = self.health.model_scale = mu.scale
             self.health.model_scale_searched = mu.searched
+            if mu.searched:
+                self.health.divergence.calibrate([s.name for s in self.measuring], FLOOR_MOST)
         got = self.gate.admit(sensor, stamp, value)
         if not isinstance(got, Admitted):
             if got == "unknown_sensor":

@@ -43,6 +43,10 @@ are right."""
 SKIP = 0.25
 """s at each candidate's start whose innovations are not scored."""
 
+FLOOR_MOST = 10.0
+"""sigmas: the most a sensor's residual level may be taken as its floor by the divergence test
+while the search runs (:meth:`.DivergenceMonitor.calibrate`)."""
+
 GRID_RATIO = math.sqrt(10.0)
 """ratio between neighbouring candidate scales."""
 
