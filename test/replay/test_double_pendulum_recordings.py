@@ -13,8 +13,8 @@ jitter in each reading's noise and the model's uncertainty chosen online from th
 causal baseline's 0.88 / 0.72 (it was 2.09 / 1.41), and the test holds it below that baseline.
 Still bad: the shoulder, whose published model is poor even offline (zero-phase baseline
 0.88-0.94; the acrobot's shoulder is passive, its recorded torque is the driver's noise), scores
-2.1-2.4 filtered; the encoder residuals are 4-17 sigma and the divergence test still flags the
-acrobot's encoders for about 2 s of its 3.5 (issue 23 step 6)."""
+2.1-2.4 filtered; the encoder residuals are 4-17 sigma of the datasheet noise, and the
+divergence test flags the encoders for 0.1-1.1 s at the start (issue 23 step 6)."""
 from __future__ import annotations
 
 import json
