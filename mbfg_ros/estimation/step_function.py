@@ -20,11 +20,14 @@ Rows, in order:
    keyframes (q quintic Hermite on q, v, a; v cubic Hermite on v, a; linear on the rest, see
    :func:`interpolate`) and the
    sensor's residual (:mod:`mbfg_ros.estimation.sensor_residuals`) taken there, with the robust
-   kernel's IRLS weight inside.
+   kernel's IRLS weight inside, and its stamp's timing error in its noise
+   (:func:`timing_weights`, ``estimator.stamp_jitter``).
 
+The dynamics noise and the unknown inputs' and model-error forces' random walks are multiplied
+by the step's ``model_scale`` parameter (1: as configured; :mod:`.model_uncertainty` chooses it).
 Sensor readings sit in fixed slots of the parameter vector ``p`` (:class:`StepLayout`): per
 sensor, ``slots`` readings (fraction of the step, active flag, values, known efforts at the
-stamp if the sensor needs them) and the sensor's innovation scale; an unused slot gives zero
+stamp if the sensor needs them), the sensor's innovation scale and its stamps' jitter; an unused slot gives zero
 rows. Readings beyond a sensor's slots, and readings that arrive after their step was solved, go
 through the one-reading function of their sensor (:attr:`StepFunction.reading`).
 
