@@ -149,6 +149,16 @@ class Feeder:
         self.estimator.reset(reason)
         self._resets_seen = self.estimator.health.resets
 
+    def resume(self, reason: str) -> None:
+        """Restart the estimator and the time line after a pause the caller chose (the managed
+        node's activate): what the stamp order still holds is dropped and counted as
+        ``discarded_at_time_jump``, and the next readings start afresh, not as a time jump."""
+        self.time_jumps.forget_time((topic, sensor) for topic, sensor, _, _ in self.order.drain())
+        self.order.restart()
+        self.fed_stamp.clear()
+        self.newest_fed_ns = None
+        self.reset(reason)
+
     # ------------------------------------------------------------------------------------------
     def seconds(self, stamp_ns: int) -> float:
         """s since the epoch of a stamp (ns)."""

@@ -124,6 +124,10 @@ class StampOrder:
             out.append(item)
         return out
 
+    def set_silence_timeout(self, silence_timeout: float) -> None:
+        """A new ``silence_timeout`` (s): how long a quiet topic still holds readings back."""
+        self._active_ns = int(round(max(silence_timeout, self.window) * 1e9))
+
     def restart(self) -> None:
         """A new time base (after a time jump): every topic's newest stamp is unknown again, so a
         reading waits for each active topic to send one in the new time (at most the window), and

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -286,6 +286,19 @@ class TimeJumps:
                 or max(len(s) for s in c.stamps.values()) >= self.confirm_readings):
             return self._confirm(c)
         return "held"
+
+    def forget_time(self, dropped: Iterable[tuple[str, str]] = ()) -> None:
+        """Start a new time line (the node resumed after a pause it chose): no stamp seen yet,
+        so the next readings are in line whatever their time; held readings are rejected and
+        the caller's ``dropped`` readings ((topic, sensor) each) counted stale; counts stay."""
+        for topic, sensor in dropped:
+            self._count("stale", topic, sensor)
+        if self._candidate is not None:
+            self._reject_candidate()
+        self._released = []
+        self._last.clear()
+        self._stale.clear()
+        self.newest_ns = None
 
     def _reject_candidate(self) -> None:
         for h in self._candidate.readings:

@@ -27,7 +27,7 @@ from typing import Any
 
 from mbfg_ros.io.estimate_messages import OutputNames
 from mbfg_ros.model.mechanism import load_mechanism
-from mbfg_ros.ros.launch_description import Description, sim_rig_description
+from mbfg_ros.ros.launch_description import ESTIMATOR_EXECUTABLES, Description, sim_rig_description
 from mbfg_ros.ros.output_monitor import MonitorThread, OutputMonitor
 from mbfg_ros.ros.processes import NodeProcesses, ros_environment
 
@@ -72,7 +72,7 @@ class HilRun:
         self.processes = NodeProcesses(self.description, self.log_dir, self.env)
         self.watch = watch
         self._monitor: MonitorThread | None = None
-        est = next((n for n in self.description.nodes if n.executable == "estimator"), None)
+        est = next((n for n in self.description.nodes if n.executable in ESTIMATOR_EXECUTABLES), None)
         ns = (est.namespace.strip("/") + "/") if est is not None and est.namespace else ""
         self.names = OutputNames("/" + ns + (est.name if est is not None else "mbfg_estimator"))
         rig_node = next((n for n in self.description.nodes if n.executable == "sim_rig"), None)
@@ -92,7 +92,7 @@ class HilRun:
         # a rig that waits for the monitor's truth subscription then also waits, in effect, for
         # the estimates to reach the monitor (see OutputMonitor's truth_after_estimator)
         rig_node = next((n for n in self.description.nodes if n.executable == "sim_rig"), None)
-        has_estimator = any(n.executable == "estimator" for n in self.description.nodes)
+        has_estimator = any(n.executable in ESTIMATOR_EXECUTABLES for n in self.description.nodes)
         gated = (has_estimator and rig_node is not None
                  and bool(rig_node.parameters.get("wait_for_truth", False)))
         self._monitor = MonitorThread(self.mech, self.domain_id, self.names, outputs=self.watch,

@@ -1,0 +1,188 @@
+"""The ``estimator_lifecycle`` node: the estimator as a managed (lifecycle) node.
+
+Run: ``ros2 run mbfg_ros estimator_lifecycle --ros-args -p config:=/path/rig.yaml`` (pip
+environment: ``python -m mbfg_ros.ros.lifecycle_node ...``; launch: ``estimator.launch.py
+managed:=true``), then drive it through the lifecycle services (``ros2 lifecycle set
+/mbfg_estimator configure``, lifecycle_msgs/srv/ChangeState and GetState). Same node name,
+parameters, topics and outputs as the plain ``estimator`` (:mod:`mbfg_ros.ros.estimator_node`,
+which stays the default); the transitions (README "Managed mode"):
+
+- start: the parameters are declared (a malformed one still stops the process, exit status 2);
+  unconfigured, no subscriptions, no outputs;
+- **configure**: load and validate the config and URDF (the validation of ``mbfg check``), build
+  the estimator, its subscriptions and publishers, start the worker. A refusal is a FAILED
+  transition (the node stays unconfigured) and the log says why in the line ``mbfg check``
+  prints: ``configure refused: <line>``. The latched outputs (``~/robot_description``,
+  /tf_static) go out here: they describe the configured rig;
+- **activate**: the estimator is restarted from the config's initial state with a fresh time line
+  (:meth:`~mbfg_ros.intake.feeder.Feeder.resume`), then readings are taken and every output
+  published (lifecycle publishers);
+- **deactivate**: readings are no longer taken (those arriving are dropped before decoding),
+  what was taken is fed (at most :data:`DRAIN_TIMEOUT`), then the publishers are disabled;
+- **cleanup**: the worker stops, every subscription, publisher, timer and service of configure is
+  destroyed and the estimator freed; configure may then run again (with changed parameters);
+- **shutdown** (from any primary state): as cleanup; the node is finalized and spins on until
+  the process is stopped.
+
+Parameters read at configure can change while the node is unconfigured (``ros2 param set``);
+the run-time ones (:mod:`mbfg_ros.ros.runtime_parameters`) in any state.
+"""
+from __future__ import annotations
+
+import gc
+import sys
+import time
+
+from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+
+from mbfg_ros.errors import MbfgError
+from mbfg_ros.ros.estimator_node import NODE_NAME, EstimatorNode, run_node
+from mbfg_ros.ros.node_parameters import check_value, declare_node_parameters
+from mbfg_ros.ros.parameter_tables import ESTIMATOR_PARAMETERS
+from mbfg_ros.ros.runtime_parameters import RuntimeParameters
+
+DRAIN_TIMEOUT = 10.0
+"""Longest deactivate waits (s) for the readings already taken to be fed."""
+
+
+class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
+    """The estimator node under the lifecycle state machine (see the module docstring)."""
+
+    _configuring = False                       # configure is creating publishers
+
+    def __init__(self, node_name: str = NODE_NAME, ros_argv: list[str] | None = None, **kwargs) -> None:
+        Node.__init__(self, node_name, **kwargs)
+        self.settings = declare_node_parameters(self, ESTIMATOR_PARAMETERS, ros_argv,
+                                                writable=[s.name for s in ESTIMATOR_PARAMETERS])
+        LifecycleNodeMixin.__init__(self)
+        self.configured = False
+        self.active = False
+        self._entities: list[tuple[str, object]] = []     # what configure created
+        self.runtime = RuntimeParameters(self, configure_time=self._unconfigured)
+
+    def _unconfigured(self) -> bool:
+        return self._state_machine.current_state[1] == "unconfigured"
+
+    # ------------------------------------------------------------------------------------------
+    # what configure creates: publishers gated by the lifecycle, subscriptions gated by `active`
+    def create_publisher(self, msg_type, topic, qos_profile, **kwargs):
+        """While configuring, a lifecycle publisher (silent until activate); a latched
+        (transient-local) publisher stays a plain one: the configured rig's description goes out
+        at configure."""
+        latched = (isinstance(qos_profile, QoSProfile)
+                   and qos_profile.durability == DurabilityPolicy.TRANSIENT_LOCAL)
+        if self._configuring and not latched:
+            return self.create_lifecycle_publisher(msg_type, topic, qos_profile, **kwargs)
+        return Node.create_publisher(self, msg_type, topic, qos_profile, **kwargs)
+
+    def create_subscription(self, msg_type, topic, callback, qos_profile, **kwargs):
+        """A sensor subscription takes messages only while active (others, e.g. /clock, always)."""
+        router = getattr(self, "router", None)
+        if router is not None and topic in router.topics:
+            inner = callback
+
+            def callback(msg, inner=inner):
+                if self.active:
+                    inner(msg)
+        return Node.create_subscription(self, msg_type, topic, callback, qos_profile, **kwargs)
+
+    def _owned(self) -> list[tuple[str, object]]:
+        return ([("publisher", e) for e in self.publishers] + [("subscription", e) for e in self.subscriptions]
+                + [("timer", e) for e in self.timers] + [("service", e) for e in self.services])
+
+    # ------------------------------------------------------------------------------------------
+    # transitions
+    def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        before = {id(e) for _, e in self._owned()}
+        try:
+            self.settings = {s.name: check_value(s, self.get_parameter(s.name).value)
+                             for s in ESTIMATOR_PARAMETERS}
+            self._configuring = True
+            try:
+                self._set_up(self.settings)
+            finally:
+                self._configuring = False
+        except (MbfgError, LookupError, ValueError) as exc:
+            self._entities = [(k, e) for k, e in self._owned() if id(e) not in before]
+            self._tear_down()
+            self.get_logger().error(f"configure refused: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        self._entities = [(k, e) for k, e in self._owned() if id(e) not in before]
+        self.configured = True
+        return super().on_configure(state)
+
+    def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        with self._lock:
+            self.feeder.resume("activate")
+        result = super().on_activate(state)          # the lifecycle publishers publish
+        self.active = True
+        self.get_logger().info("active: taking readings from the sensors (estimator restarted) "
+                               "and publishing")
+        return result
+
+    def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.active = False
+        drained = self._wait_drained(DRAIN_TIMEOUT)
+        result = super().on_deactivate(state)        # the lifecycle publishers go silent
+        self.get_logger().info("inactive: no readings taken, nothing published"
+                               + ("" if drained else f" ({len(self.queue)} readings left after "
+                                  f"{DRAIN_TIMEOUT:g} s: the worker is behind)"))
+        return result
+
+    def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._tear_down()
+        self.get_logger().info("cleaned up: estimator, subscriptions and publishers freed")
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.active = False
+        self._tear_down()
+        return TransitionCallbackReturn.SUCCESS
+
+    def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self.active = False
+        self._tear_down()
+        return TransitionCallbackReturn.SUCCESS
+
+    # ------------------------------------------------------------------------------------------
+    def _wait_drained(self, timeout: float) -> bool:
+        """Until the queue, the stamp order and the readings being fed are empty (or ``timeout``)."""
+        end = time.monotonic() + timeout
+        while len(self.queue) or self._in_feed or len(self.order):
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def _tear_down(self) -> None:
+        """Stop the worker, destroy what configure created, free the estimator."""
+        self.active = False
+        if getattr(self, "_worker", None) is not None:
+            EstimatorNode.stop(self)
+        destroy = {"publisher": self.destroy_lifecycle_publisher, "subscription": self.destroy_subscription,
+                   "timer": self.destroy_timer, "service": self.destroy_service}
+        for kind, entity in self._entities:
+            destroy[kind](entity)
+        self._entities = []
+        for name in ("estimator", "feeder", "order", "queue", "router", "mech", "health", "tf",
+                     "_pub", "_subs", "_worker", "_tf_data"):
+            if hasattr(self, name):
+                setattr(self, name, None)
+        self.configured = False
+        gc.collect()
+
+    def stop(self) -> None:
+        """Stop the worker if configured (main's clean exit)."""
+        if self.configured:
+            self._tear_down()
+
+
+def main(args: list[str] | None = None) -> int:
+    """Console script ``estimator_lifecycle``: exit 0 on Ctrl-C / shutdown, 2 on bad parameters."""
+    return run_node(ManagedEstimatorNode, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
