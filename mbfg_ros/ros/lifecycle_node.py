@@ -14,14 +14,16 @@ which stays the default); the transitions (README "Managed mode"):
   transition (the node stays unconfigured) and the log says why in the line ``mbfg check``
   prints: ``configure refused: <line>``. The latched outputs (``~/robot_description``,
   /tf_static) go out here: they describe the configured rig;
-- **activate**: the estimator is restarted from the config's initial state with a fresh time line
+- **activate**: the sensor messages that waited in DDS are discarded, the estimator is restarted
+  from the config's initial state with a fresh time line
   (:meth:`~mbfg_ros.intake.feeder.Feeder.resume`), then readings are taken and every output
   published (lifecycle publishers);
 - **deactivate**: readings are no longer taken (those arriving are dropped before decoding),
-  what was taken is fed (at most :data:`DRAIN_TIMEOUT`), then the publishers are disabled;
-- **cleanup**: the worker stops, every subscription, publisher, timer and service of configure is
+  what was taken is fed (at most :data:`DRAIN_TIMEOUT`), then the publishers are disabled and
+  /diagnostics stops (it judges the sensors only while active);
+- **cleanup** (from inactive): the worker stops, every subscription, publisher, timer and service of configure is
   destroyed and the estimator freed; configure may then run again (with changed parameters);
-- **shutdown** (from any primary state): as cleanup; the node is finalized and spins on until
+- **shutdown** (from unconfigured, inactive or active): as cleanup; the node is finalized and spins on until
   the process is stopped.
 
 Parameters read at configure can change while the node is unconfigured (``ros2 param set``);
@@ -111,20 +113,25 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
             return TransitionCallbackReturn.FAILURE
         self._entities = [(k, e) for k, e in self._owned() if id(e) not in before]
         self.configured = True
+        self._diag_timer.cancel()                    # /diagnostics while active only
         return super().on_configure(state)
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
+        waited = self._discard_waiting()
         with self._lock:
             self.feeder.resume("activate")
+            self.health.restart()                    # the health window starts again too
         result = super().on_activate(state)          # the lifecycle publishers publish
         self.active = True
-        self.get_logger().info("active: taking readings from the sensors (estimator restarted) "
-                               "and publishing")
+        self._diag_timer.reset()
+        self.get_logger().info("active: taking readings from the sensors (estimator restarted; "
+                               f"{waited} messages that waited in DDS discarded) and publishing")
         return result
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self.active = False
         drained = self._wait_drained(DRAIN_TIMEOUT)
+        self._diag_timer.cancel()                    # no health verdicts on readings not taken
         result = super().on_deactivate(state)        # the lifecycle publishers go silent
         self.get_logger().info("inactive: no readings taken, nothing published"
                                + ("" if drained else f" ({len(self.queue)} readings left after "
@@ -147,6 +154,23 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
         return TransitionCallbackReturn.SUCCESS
 
     # ------------------------------------------------------------------------------------------
+    def _discard_waiting(self, most: int = 1_000_000) -> int:
+        """Take and drop the sensor messages waiting in DDS (sent while inactive: a reliable
+        subscription keeps ``qos_depth`` of them); how many. Runs in the executor's thread, as
+        the subscriptions' callbacks do."""
+        dropped = 0
+        for _, sub in list(self._subs.values()):
+            while dropped < most:
+                try:
+                    with sub.handle:
+                        taken = sub.handle.take_message(sub.msg_type, sub.raw)
+                except Exception:                    # noqa: BLE001 (destroyed: a type switch)
+                    break
+                if taken is None:
+                    break
+                dropped += 1
+        return dropped
+
     def _wait_drained(self, timeout: float) -> bool:
         """Until the queue, the stamp order and the readings being fed are empty (or ``timeout``)."""
         end = time.monotonic() + timeout

@@ -186,17 +186,24 @@ class HilRun:
 
     def call_reset(self, timeout: float = 10.0):
         """Call the estimator's ``~/reset`` service (std_srvs/Trigger); the response."""
+        return self.call("std_srvs/srv/Trigger", self.names.topic("reset"), timeout=timeout)
+
+    def call(self, srv_type: str, service: str, request=None, timeout: float = 10.0):
+        """Call ``service`` (of type ``srv_type``, e.g. "lifecycle_msgs/srv/ChangeState") from
+        the monitor's node with ``request`` (default: an empty one); the response. Raises
+        HilError when the service does not appear or answer within ``timeout`` s."""
         from mbfg_ros.ros.message_classes import message_class
         node = self.monitor
-        client = node.create_client(message_class("std_srvs/srv/Trigger"), self.names.topic("reset"))
+        srv = message_class(srv_type)
+        client = node.create_client(srv, service)
         try:
             if not client.wait_for_service(timeout_sec=timeout):
-                raise self._fail(f"no service {self.names.topic('reset')} within {timeout:g} s")
-            future = client.call_async(message_class("std_srvs/srv/Trigger").Request())
+                raise self._fail(f"no service {service} within {timeout:g} s")
+            future = client.call_async(request if request is not None else srv.Request())
             end = time.monotonic() + timeout
             while not future.done():
                 if time.monotonic() > end:
-                    raise self._fail("the reset service did not answer")
+                    raise self._fail(f"the service {service} did not answer within {timeout:g} s")
                 time.sleep(0.02)
             return future.result()
         finally:
