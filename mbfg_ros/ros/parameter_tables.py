@@ -3,7 +3,8 @@
 Imports no rclpy: the launch description and ``mbfg run`` check parameter names and values
 (params files included) against these tables without starting ROS; each node declares its table
 with :func:`~mbfg_ros.ros.node_parameters.declare_node_parameters` (README "The estimator node",
-"The sim_rig node").
+"The sim_rig node"). ``runtime=True`` marks the estimator's parameters that change on a running
+node (declared writable; applied by :mod:`mbfg_ros.ros.runtime_parameters`).
 """
 from __future__ import annotations
 
