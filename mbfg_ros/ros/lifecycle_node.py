@@ -61,7 +61,7 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
         LifecycleNodeMixin.__init__(self)
         self.configured = False
         self.active = False
-        self._entities: list[tuple[str, object]] = []     # what configure created
+        self._before: set[int] | None = None              # what existed before configure
         self.runtime = RuntimeParameters(self, configure_time=self._unconfigured)
 
     def _unconfigured(self) -> bool:
@@ -94,10 +94,18 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
         return ([("publisher", e) for e in self.publishers] + [("subscription", e) for e in self.subscriptions]
                 + [("timer", e) for e in self.timers] + [("service", e) for e in self.services])
 
+    def _created(self) -> list[tuple[str, object]]:
+        """What configure created, and what the node created since (a load-cell topic
+        re-subscribed with its publisher's type); not the clock's /clock subscription."""
+        if self._before is None:
+            return []
+        return [(kind, e) for kind, e in self._owned() if id(e) not in self._before
+                and not (kind == "subscription" and e.topic_name == "/clock")]
+
     # ------------------------------------------------------------------------------------------
     # transitions
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
-        before = {id(e) for _, e in self._owned()}
+        self._before = {id(e) for _, e in self._owned()}
         try:
             self.settings = {s.name: check_value(s, self.get_parameter(s.name).value)
                              for s in ESTIMATOR_PARAMETERS}
@@ -107,11 +115,9 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
             finally:
                 self._configuring = False
         except (MbfgError, LookupError, ValueError) as exc:
-            self._entities = [(k, e) for k, e in self._owned() if id(e) not in before]
             self._tear_down()
             self.get_logger().error(f"configure refused: {exc}")
             return TransitionCallbackReturn.FAILURE
-        self._entities = [(k, e) for k, e in self._owned() if id(e) not in before]
         self.configured = True
         self._diag_timer.cancel()                    # /diagnostics while active only
         return super().on_configure(state)
@@ -187,9 +193,9 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
             EstimatorNode.stop(self)
         destroy = {"publisher": self.destroy_lifecycle_publisher, "subscription": self.destroy_subscription,
                    "timer": self.destroy_timer, "service": self.destroy_service}
-        for kind, entity in self._entities:
+        for kind, entity in self._created():
             destroy[kind](entity)
-        self._entities = []
+        self._before = None
         for name in ("estimator", "feeder", "order", "queue", "router", "mech", "health", "tf",
                      "_pub", "_subs", "_worker", "_tf_data"):
             if hasattr(self, name):

@@ -116,8 +116,11 @@ class RuntimeParameters:
                     else:
                         node.muted |= topics
                 elif name == "diagnostics_period":
-                    node._diag_timer.timer_period_ns = int(round(value * 1e9))
-                    node._diag_timer.reset()
+                    timer = node._diag_timer
+                    paused = timer.is_canceled()         # (the managed node while inactive)
+                    timer.timer_period_ns = int(round(value * 1e9))
+                    if not paused:
+                        timer.reset()                    # the new period from now
                 elif name == "silence_timeout":
                     node.order.set_silence_timeout(value)
                 node.settings[name] = value
