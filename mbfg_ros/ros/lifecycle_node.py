@@ -34,6 +34,7 @@ from __future__ import annotations
 import gc
 import sys
 import time
+import traceback
 
 from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
@@ -114,9 +115,13 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
                 self._set_up(self.settings)
             finally:
                 self._configuring = False
-        except (MbfgError, LookupError, ValueError) as exc:
+        except (MbfgError, LookupError) as exc:      # the rig or a parameter: one line
             self._tear_down()
             self.get_logger().error(f"configure refused: {exc}")
+            return TransitionCallbackReturn.FAILURE
+        except Exception:                            # noqa: BLE001 (rclpy would swallow it)
+            self._tear_down()
+            self.get_logger().error("configure failed:\n" + traceback.format_exc())
             return TransitionCallbackReturn.FAILURE
         self.configured = True
         self._diag_timer.cancel()                    # /diagnostics while active only
@@ -131,7 +136,8 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
         self.active = True
         self._diag_timer.reset()
         self.get_logger().info("active: taking readings from the sensors (estimator restarted; "
-                               f"{waited} messages that waited in DDS discarded) and publishing")
+                               f"{waited} messages that waited in DDS discarded) and publishing "
+                               f"({self._estimates_published()} estimates published before)")
         return result
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -139,9 +145,10 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
         drained = self._wait_drained(DRAIN_TIMEOUT)
         self._diag_timer.cancel()                    # no health verdicts on readings not taken
         result = super().on_deactivate(state)        # the lifecycle publishers go silent
-        self.get_logger().info("inactive: no readings taken, nothing published"
-                               + ("" if drained else f" ({len(self.queue)} readings left after "
-                                  f"{DRAIN_TIMEOUT:g} s: the worker is behind)"))
+        self.get_logger().info("inactive: no readings taken, nothing published "
+                               f"({self._estimates_published()} estimates published before)"
+                               + ("" if drained else f"; {len(self.queue)} readings left after "
+                                  f"{DRAIN_TIMEOUT:g} s: the worker is behind"))
         return result
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -160,6 +167,10 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
         return TransitionCallbackReturn.SUCCESS
 
     # ------------------------------------------------------------------------------------------
+    def _estimates_published(self) -> int:
+        """~/joint_states messages the node has published (one per estimate)."""
+        return self.published.get(self.names.topic("joint_states"), 0)
+
     def _discard_waiting(self, most: int = 1_000_000) -> int:
         """Take and drop the sensor messages waiting in DDS (sent while inactive: a reliable
         subscription keeps ``qos_depth`` of them); how many. Runs in the executor's thread, as

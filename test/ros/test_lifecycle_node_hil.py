@@ -7,15 +7,17 @@ inactive) -> cleanup -> shutdown. Judged by states
 and counts (never by wall time; the rig's truth is the clock):
 - inactive after configure: nothing published while 1 s of the rig's time goes by;
 - active: estimates arrive and /diagnostics comes;
-- deactivate: no estimate arrives while 5 s of the rig's time go by;
-- activate again: the estimator restarts from the sensors (a reset counted, no time jump, no
-  estimate stamped in the pause), and tracks (crank RMSE < 0.01 rad, 1 s after resuming);
+- deactivate: the node publishes nothing until the next activate (its own count) and the 8 s
+  of rig time inactive are a hole of more than 4 s in the estimates' stamps;
+- activate again: the estimator restarts from the sensors (a reset counted, no time jump) and
+  tracks (crank RMSE < 0.01 rad from 1 s after resuming);
 - cleanup: the outputs' publishers are gone; shutdown: finalized.
 A bad config makes configure fail with the line ``mbfg check`` prints, the node stays
 unconfigured, and configures once its ``config`` parameter is fixed.
 """
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from dataclasses import replace
@@ -95,28 +97,27 @@ def walk(tmp_path_factory):
 
         seen["deactivate"] = change_state(run, "deactivate")
         seen["after deactivate"] = state(run)
-        wait_rig_time(run, 1.0, "in-flight estimates arrive")
-        seen["estimates at pause"] = n = len(m.estimates)
-        last_before = m.estimates[-1][0]
-        wait_rig_time(run, 5.0, "inactive")
-        seen["estimates while paused"] = len(m.estimates) - n
-        seen["truth at reactivation"] = truth_stamp(run)
-
+        n = len(m.estimates)
+        wait_rig_time(run, 8.0, "inactive")
+        seen["estimates at pause"] = n
         seen["activate again"] = change_state(run, "activate")
         seen["after activate again"] = state(run)
-        run.wait_for_estimates(count=n + 600, timeout=120)
-        resumed = m.estimates[n:]
-        seen["gap at resumption"] = (resumed[0][0] - last_before) * 1e-9
-        seen["first resumed vs truth at reactivation"] = (resumed[0][0] - seen["truth at reactivation"]) * 1e-9
+        run.wait_for_estimates(count=len(m.estimates) + 600, timeout=120)
+        # the pause is a hole in the estimates' stamps; what follows it is the resumed run
+        stamps = np.array([e[0] for e in m.estimates], np.int64)
+        order = np.argsort(stamps, kind="stable")
+        gaps = np.diff(stamps[order])
+        hole = int(np.argmax(gaps))
+        seen["longest gap"] = float(gaps[hole]) * 1e-9
+        resumed_from = int(stamps[order][hole + 1])
         run.wait_for_status(lambda mon: int(mon.node_status("solver").values["resets"])
                             > seen["resets after activate"], 60, "the reset of the second activate")
         seen["outputs after resuming"] = dict(m.node_status("outputs").values)
         # tracking from 1 s after resuming, against the truth at the estimates' stamps
-        t0 = resumed[0][0] + 1_000_000_000
-        est = [(s, q) for s, _, q, _, _ in m.estimates[n:] if s >= t0]
+        est = [(e[0], e[2][0]) for e in m.estimates if e[0] >= resumed_from + 1_000_000_000]
         truth_t = np.array([t[0] for t in m.truth], float)
         truth_q = np.array([t[1][0] for t in m.truth])
-        crank = [q[0] - np.interp(s, truth_t, truth_q) for s, q in est if truth_t[0] <= s <= truth_t[-1]]
+        crank = [q - np.interp(t, truth_t, truth_q) for t, q in est if truth_t[0] <= t <= truth_t[-1]]
         crank = (np.array(crank) + np.pi) % (2 * np.pi) - np.pi
         seen["crank rmse after resuming"] = (float(np.sqrt(np.mean(crank ** 2))), crank.size)
 
@@ -139,27 +140,31 @@ def test_configure_leaves_it_inactive_and_silent(walk):
     assert walk["estimates while inactive"] == 0 and walk["diagnostics while inactive"] == 0
 
 
+def published_counts(log: str) -> list[int]:
+    """The node's own count of estimates published, at each activate and deactivate."""
+    return [int(x) for x in re.findall(r"\((\d+) estimates published before\)", log)]
+
+
 def test_activate_publishes_and_deactivate_stops_publishing(walk):
     assert walk["activate"] and walk["after activate"] == ACTIVE
     assert walk["estimates at pause"] >= 400
     assert walk["deactivate"] and walk["after deactivate"] == INACTIVE
-    assert walk["estimates while paused"] == 0, walk["tail"]
+    # the node's own counts: none published between the deactivate and the second activate
+    # (counted by the node, so a late delivery to this test cannot blur it) ...
+    at_activate, at_deactivate, at_activate_again, _ = published_counts(walk["log"])
+    assert at_activate == 0 and at_deactivate >= 400 and at_activate_again == at_deactivate, walk["log"]
+    # ... and in what arrived here: the 8 s of rig time inactive are a hole in the stamps (its
+    # ends blurred by the rig's lag behind real time on a loaded machine)
+    assert walk["longest gap"] > 4.0, walk["longest gap"]
 
 
 def test_activate_again_resumes_from_the_sensors_without_a_stale_state(walk):
     assert walk["activate again"] and walk["after activate again"] == ACTIVE
-    # nothing from the pause was fed: the node was inactive for 6 s of rig time (its sensor
-    # messages, late by up to the rig's lag behind real time on a loaded machine, may be
-    # delivered after activate), and the first estimate is close to where the rig was when
-    # activate came
-    assert walk["gap at resumption"] > 2.0, walk
-    assert walk["first resumed vs truth at reactivation"] > -1.0, walk
     out = walk["outputs after resuming"]
     assert int(out["jumps_forwards"]) == 0 and int(out["jumps_backwards"]) == 0, out
     rmse, samples = walk["crank rmse after resuming"]
-    print(f"\nresumed {walk['gap at resumption']:.2f} s of rig time after the last estimate before "
-          f"the pause, {walk['first resumed vs truth at reactivation']:+.2f} s from the truth at "
-          f"activate; crank RMSE {rmse:.2e} rad over {samples} estimates")
+    print(f"\nresumed after a hole of {walk['longest gap']:.2f} s of rig time; crank RMSE "
+          f"{rmse:.2e} rad over {samples} estimates from 1 s after resuming")
     assert samples > 100 and rmse < 0.01, walk["crank rmse after resuming"]
     assert walk["log"].count("estimator restarted") == 2
 
