@@ -152,16 +152,13 @@ class Estimator:
         self.recovering = False
         self.integration.reset()
 
-    def reset(self, reason: str = "requested", from_sensors: bool = False) -> None:
-        """Forget everything and start again from the config's initial state, or with
-        ``from_sensors`` from the pose the encoders read at the next samples (when they read
-        every DOF; with the config's DOF velocities), as a re-initialisation does."""
+    def reset(self, reason: str = "requested") -> None:
+        """Forget everything and start again from the config's initial state."""
         self.health.resets += 1
         self.health.last_reset = reason
         self.health.divergence.restart()
         self.efforts.clear()
         self.restarts.forget_recent()
-        self.restarts.reinit_pending = from_sensors
         self.start_fresh(None)
 
     def time(self, k: int) -> float:

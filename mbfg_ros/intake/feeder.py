@@ -150,17 +150,16 @@ class Feeder:
         self._resets_seen = self.estimator.health.resets
 
     def resume(self, reason: str) -> None:
-        """Restart the estimator from the sensors and the time line after a pause the caller
-        chose (the managed node's activate): what the stamp order still holds is dropped and
-        counted as ``discarded_at_time_jump``, the next readings start afresh, not as a time
-        jump, and the estimator's first pose is what the encoders then read (where they read
-        every DOF; ``Estimator.reset(from_sensors=True)``): the rig moved on during the pause."""
+        """Restart the estimator and the time line after a pause the caller chose (the managed
+        node's activate): what the stamp order still holds is dropped and counted as
+        ``discarded_at_time_jump``, and the next readings start afresh, not as a time jump (the
+        estimator starts as at its first run: ``initial_pose: sensors``, the default, takes the
+        pose the encoders then read)."""
         self.time_jumps.forget_time((topic, sensor) for topic, sensor, _, _ in self.order.drain())
         self.order.restart()
         self.fed_stamp.clear()
         self.newest_fed_ns = None
-        self.estimator.reset(reason, from_sensors=True)
-        self._resets_seen = self.estimator.health.resets
+        self.reset(reason)
 
     # ------------------------------------------------------------------------------------------
     def seconds(self, stamp_ns: int) -> float:
