@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -287,12 +287,10 @@ class TimeJumps:
             return self._confirm(c)
         return "held"
 
-    def forget_time(self, dropped: Iterable[tuple[str, str]] = ()) -> None:
+    def forget_time(self) -> None:
         """Start a new time line (the node resumed after a pause it chose): no stamp seen yet,
-        so the next readings are in line whatever their time; held readings are rejected and
-        the caller's ``dropped`` readings ((topic, sensor) each) counted stale; counts stay."""
-        for topic, sensor in dropped:
-            self._count("stale", topic, sensor)
+        so the next readings are in line whatever their time; held readings are rejected
+        (counted); the counts stay."""
         if self._candidate is not None:
             self._reject_candidate()
         self._released = []

@@ -18,9 +18,9 @@ which stays the default); the transitions (README "Managed mode"):
   from the config's initial state with a fresh time line
   (:meth:`~mbfg_ros.intake.feeder.Feeder.resume`), then readings are taken and every output
   published (lifecycle publishers);
-- **deactivate**: readings are no longer taken (those arriving are dropped before decoding),
-  what was taken is fed (at most :data:`DRAIN_TIMEOUT`), then the publishers are disabled and
-  /diagnostics stops (it judges the sensors only while active);
+- **deactivate**: readings are no longer taken (those arriving are dropped before decoding) nor
+  fed (those already taken are dropped and counted, :meth:`~mbfg_ros.intake.feeder.Feeder.pause`),
+  the publishers are disabled and /diagnostics stops (it judges the sensors only while active);
 - **cleanup** (from inactive): the worker stops, every subscription, publisher, timer and service of configure is
   destroyed and the estimator freed; configure may then run again (with changed parameters);
 - **shutdown** (from unconfigured, inactive or active): as cleanup; the node is finalized and spins on until
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import gc
 import sys
-import time
 import traceback
 
 from rclpy.lifecycle import LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
@@ -45,10 +44,6 @@ from mbfg_ros.ros.estimator_node import NODE_NAME, EstimatorNode, run_node
 from mbfg_ros.ros.node_parameters import check_value, declare_node_parameters
 from mbfg_ros.ros.parameter_tables import ESTIMATOR_PARAMETERS
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
-
-DRAIN_TIMEOUT = 10.0
-"""Longest deactivate waits (s) for the readings already taken to be fed."""
-
 
 class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
     """The estimator node under the lifecycle state machine (see the module docstring)."""
@@ -130,6 +125,7 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         waited = self._discard_waiting()
         with self._lock:
+            keyframes = self.estimator.health.keyframes
             self.feeder.resume("activate")
             self.health.restart()                    # the health window starts again too
         result = super().on_activate(state)          # the lifecycle publishers publish
@@ -137,18 +133,18 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
         self._diag_timer.reset()
         self.get_logger().info("active: taking readings from the sensors (estimator restarted; "
                                f"{waited} messages that waited in DDS discarded) and publishing "
-                               f"({self._estimates_published()} estimates published before)")
+                               f"({keyframes} keyframes made before)")
         return result
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self.active = False
-        drained = self._wait_drained(DRAIN_TIMEOUT)
+        with self._lock:                             # from here on nothing reaches the estimator
+            self.feeder.pause()
+            keyframes = self.estimator.health.keyframes
         self._diag_timer.cancel()                    # no health verdicts on readings not taken
         result = super().on_deactivate(state)        # the lifecycle publishers go silent
-        self.get_logger().info("inactive: no readings taken, nothing published "
-                               f"({self._estimates_published()} estimates published before)"
-                               + ("" if drained else f"; {len(self.queue)} readings left after "
-                                  f"{DRAIN_TIMEOUT:g} s: the worker is behind"))
+        self.get_logger().info("inactive: no readings taken or fed, nothing published "
+                               f"({keyframes} keyframes made before)")
         return result
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -188,20 +184,14 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
                 dropped += 1
         return dropped
 
-    def _wait_drained(self, timeout: float) -> bool:
-        """Until the queue, the stamp order and the readings being fed are empty (or ``timeout``)."""
-        end = time.monotonic() + timeout
-        while len(self.queue) or self._in_feed or len(self.order):
-            if time.monotonic() > end:
-                return False
-            time.sleep(0.01)
-        return True
-
     def _tear_down(self) -> None:
         """Stop the worker, destroy what configure created, free the estimator."""
         self.active = False
         if getattr(self, "_worker", None) is not None:
+            with self._lock:
+                self.feeder.pause()                  # the worker drops what it holds
             EstimatorNode.stop(self)
+            self._worker.join()                      # (quick once paused; never half torn down)
         destroy = {"publisher": self.destroy_lifecycle_publisher, "subscription": self.destroy_subscription,
                    "timer": self.destroy_timer, "service": self.destroy_service}
         for kind, entity in self._created():

@@ -239,7 +239,7 @@ def test_after_forget_time_a_new_time_line_starts_without_a_jump():
     j = TimeJumps(max_time_gap=2.0)
     steady(j, 1000)
     assert j.check("/e", "enc", at(11000), "e1") == "held"         # a held reading is rejected
-    j.forget_time([("/c", "cell")])                                 # one the caller dropped: stale
-    assert j.rejected == {"/e": 1} and j.stale == {"/c": 1} and j.held == 0
+    j.forget_time()
+    assert j.rejected == {"/e": 1} and j.held == 0
     steady(j, 11100, start_ms=11000)
     assert not j.jumps and j.newest_ns == at(11099)
