@@ -14,17 +14,18 @@ which stays the default); the transitions (README "Managed mode"):
   transition (the node stays unconfigured) and the log says why in the line ``mbfg check``
   prints: ``configure refused: <line>``. The latched outputs (``~/robot_description``,
   /tf_static) go out here: they describe the configured rig;
-- **activate**: the sensor messages that waited in DDS are discarded, the estimator is restarted
-  from the config's initial state with a fresh time line
-  (:meth:`~mbfg_ros.intake.feeder.Feeder.resume`), then readings are taken and every output
-  published (lifecycle publishers);
+- **activate**: the sensor messages that waited in DDS are discarded, the estimator is reset
+  with a fresh time line (:meth:`~mbfg_ros.intake.feeder.Feeder.resume`; it starts as at a
+  first run, from the encoders' pose with ``initial_pose: sensors``), then readings are taken
+  and every output published (lifecycle publishers);
 - **deactivate**: readings are no longer taken (those arriving are dropped before decoding) nor
   fed (those already taken are dropped and counted, :meth:`~mbfg_ros.intake.feeder.Feeder.pause`),
   the publishers are disabled and /diagnostics stops (it judges the sensors only while active);
-- **cleanup** (from inactive): the worker stops, every subscription, publisher, timer and service of configure is
-  destroyed and the estimator freed; configure may then run again (with changed parameters);
-- **shutdown** (from unconfigured, inactive or active): as cleanup; the node is finalized and spins on until
-  the process is stopped.
+- **cleanup** (from inactive): the worker stops, every subscription, publisher, timer and
+  service of configure is destroyed and the estimator freed; configure may run again (with
+  changed parameters);
+- **shutdown** (from unconfigured, inactive or active): as cleanup; the node is finalized and
+  spins on until the process is stopped.
 
 Parameters read at configure can change while the node is unconfigured (``ros2 param set``);
 the run-time ones (:mod:`mbfg_ros.ros.runtime_parameters`) in any state.
