@@ -3,8 +3,8 @@ SetParameters / DescribeParameters), the rig live over DDS on a random ROS_DOMAI
 
 Judged by counts of the node's outputs, with the rig's keyframes as the clock (never wall time):
 - the descriptors: run-time ones writable, the others read-only;
-- ``publish_forces`` off: no force message while 400 keyframes are published; on again: they
-  come back, every one stamped at a keyframe of ~/joint_states;
+- ``publish_forces`` off: no force message stamped in the last 2 s of the 4 s of keyframes
+  waited after the switch; on again: they come back, every one stamped at a keyframe of ~/joint_states;
 - ``diagnostics_period`` 1 s -> 0.2 s: the spacing of /diagnostics (the node's stamps) follows;
 - refused with the reason: a read-only parameter (``lag``), an output the node started without
   (``publish_accelerations``), a value out of range or of the wrong type.
@@ -69,15 +69,19 @@ def test_a_publishing_switch_applies_at_a_keyframe_boundary(live):
     live.wait_for_status(lambda mon: forces.count >= 100, 60, "force estimates")
     result = set_parameter(live, "publish_forces", False)
     assert result.successful, result.reason
-    wait_keyframes(live, 200, "in-flight forces arrive")
+    wait_keyframes(live, 800, "publish_forces off")
+    # the newest force message is more than 2 s of keyframes older than the newest estimate (by
+    # stamps: a message delivered late to this process does not blur it)
+    keyframes = m.topics[live.names.topic("joint_states")]
+    assert max(keyframes.stamps) - max(forces.stamps) > 2_000_000_000, live.logs_tail()
     off = forces.count
-    wait_keyframes(live, 400, "publish_forces off")
-    assert forces.count == off, live.logs_tail()
     result = set_parameter(live, "publish_forces", True)
     assert result.successful, result.reason
     live.wait_for_status(lambda mon: forces.count >= off + 200, 120, "forces again")
     # every force message went out with its keyframe's ~/joint_states (same stamp)
-    keyframes = set(m.topics[live.names.topic("joint_states")].stamps)
+    newest = max(forces.stamps)
+    live.wait_for_status(lambda mon: max(keyframes.stamps) >= newest, 60, "the estimates up to the forces")
+    keyframes = set(keyframes.stamps)
     assert set(forces.stamps) <= keyframes
     assert "parameters changed at run time: publish_forces = False" in live.processes.log_text("mbfg_estimator")
 
