@@ -165,10 +165,12 @@ class Feeder:
     def resume(self, reason: str) -> None:
         """Feed again, with the estimator and the time line restarted (the managed node's
         activate): what the stamp order holds is dropped and counted as paused, the estimator
-        is reset and the next readings start a new time line, not a time jump."""
+        is reset and the next readings start a new time line, not a time jump, waited for
+        across topics as at the start (the first reading of the estimator's new run is then
+        the oldest of every topic, not whichever topic came first)."""
         self.dropped_paused.update(r[0] for r in self.order.drain())
         self.time_jumps.forget_time()
-        self.order.restart()
+        self.order.start_over()
         self.fed_stamp.clear()
         self.newest_fed_ns = None
         self.reset(reason)

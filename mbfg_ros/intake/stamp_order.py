@@ -134,3 +134,12 @@ class StampOrder:
         the stamps released before do not count; what is held stays and goes out by the window."""
         self._newest = dict.fromkeys(self._newest, _UNKNOWN)
         self._released = None
+
+    def start_over(self) -> None:
+        """As new, after a pause of the input (the managed node's activate): every expected
+        topic counts as active again at the next reading, so it waits for each of them to send
+        one (at most the window), as at the start; held readings stay (drain them first)."""
+        self.restart()
+        self._seen.clear()
+        self._newest.clear()
+        self._started = False

@@ -103,3 +103,16 @@ def test_a_new_silence_timeout_changes_how_long_a_quiet_topic_is_waited_for():
     assert push(order, "/cell", 0.0, 0.0) == [0.0, 0.0]
     order.set_silence_timeout(0.1)                          # (run time: silence_timeout)
     assert push(order, "/enc", 150.0, 150.0) == [150.0]     # the cell is silent after 0.1 s now
+
+
+def test_after_start_over_every_topic_is_waited_for_as_at_the_start():
+    """After a pause of every topic (the managed node inactive) the topics are silent, so a
+    plain restart lets the first reading through at once; start_over waits for the others."""
+    order = StampOrder(PERIODS, window=0.010, silence_timeout=0.5)
+    assert push(order, "/enc", 0.0, 0.0) == [] and push(order, "/cell", 0.0, 0.0) == [0.0, 0.0]
+    order.restart()
+    assert push(order, "/cell", 5000.0, 5000.0) == [5000.0]   # silent for 5 s: not waited for
+    order.start_over()
+    assert push(order, "/cell", 9000.0, 9000.0) == []          # the encoder is waited for again
+    assert push(order, "/enc", 8999.0, 9001.0) == [8999.0]      # older than the cell's: first
+    assert order.release(9010 * MS) == [9000.0]
