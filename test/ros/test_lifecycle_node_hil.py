@@ -10,7 +10,7 @@ and counts (never by wall time; the rig's truth is the clock):
 - deactivate: the estimator makes no keyframe until the next activate (the node's own count)
   and the 8 s of rig time inactive are a hole of more than 4 s in the estimates' stamps;
 - activate again: the estimator restarts from the sensors: a reset counted, and its first
-  estimate at the pose the encoder reads (crank error < 0.06 rad; the RMSE from 1 s on is
+  estimate at the pose the encoder reads (crank error < 0.1 rad; the RMSE from 1 s on is
   printed);
 - cleanup: the outputs' publishers are gone; shutdown: finalized.
 A bad config makes configure fail with the line ``mbfg check`` prints, the node stays
@@ -172,11 +172,11 @@ def test_activate_again_resumes_from_the_sensors_without_a_stale_state(walk):
     assert walk["activate again"] and walk["after activate again"] == ACTIVE
     assert walk["log"].count("estimator restarted") == 2
     # the state before the pause is gone (a reset), and the first estimate is at the pose the
-    # encoder reads now (initial_pose: sensors; within 3.5 sigma of its 1 deg noise), 8 s of
-    # motion away from the old state
+    # encoder reads now (initial_pose: sensors; within 0.1 rad, 6 sigma of its 1 deg noise,
+    # measured up to 0.035 rad), 8 s of motion away from the old state
     assert walk["resets after resuming"] == walk["resets after activate"] + 1
     first = walk["first 0.2 s after resuming"]
-    assert first.size >= 20 and abs(first[0]) < 0.06, first
+    assert first.size >= 20 and abs(first[0]) < 0.1, first
     # how it tracks from there is the estimator's (printed): a start in mid-motion on a loaded
     # machine is lost now and then (about 1 run in 6 with a core kept busy: the estimate settles
     # ~0.2 rad off, logged as diverged)
