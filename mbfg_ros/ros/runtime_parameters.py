@@ -52,7 +52,6 @@ class RuntimeParameters:
         self.node = node
         self.specs = {s.name: s for s in specs}
         self.configure_time = configure_time
-        self.applied: dict[str, int] = {}          # changes applied per parameter
         node.add_on_set_parameters_callback(self._on_set)
 
     def _on_set(self, parameters) -> Any:
@@ -124,6 +123,5 @@ class RuntimeParameters:
                 elif name == "silence_timeout":
                     node.order.set_silence_timeout(value)
                 node.settings[name] = value
-                self.applied[name] = self.applied.get(name, 0) + 1
         node.get_logger().info("parameters changed at run time: "
                                + ", ".join(f"{k} = {v!r}" for k, v in values.items()))
