@@ -33,6 +33,7 @@ setup(
         "console_scripts": [
             "mbfg = mbfg_ros.cli.main:main",
             "estimator = mbfg_ros.ros.estimator_node:main",
+            "estimator_lifecycle = mbfg_ros.ros.lifecycle_node:main",
             "sim_rig = mbfg_ros.ros.sim_rig_node:main",
         ],
     },

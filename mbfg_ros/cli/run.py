@@ -34,6 +34,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--use-sim-time", action="store_true",
                    help="sim_rig: the rig publishes /clock and the estimator follows it; "
                         "estimator: follow /clock")
+    p.add_argument("--managed", action="store_true",
+                   help="estimator: the managed (lifecycle) node; it waits for configure and activate")
     p.add_argument("--rviz", action="store_true", help="sim_rig: also start rviz2 (ROS machines)")
     p.add_argument("--duration", type=float, default=3600.0, help="sim_rig: rig time (s)")
     p.add_argument("--rate", type=float, default=1.0, help="replay: playback rate")
@@ -92,7 +94,7 @@ def build_description(args: argparse.Namespace):
                 remaps.append((a, b))
             return estimator_description(args.config, args.urdf, description, args.use_sim_time,
                                          args.namespace, args.log_level, params, tuple(remaps),
-                                         args.params_file)
+                                         args.params_file, args.managed)
         if args.kind == "sim_rig":
             if not args.duration > 0:
                 raise CliError(f"--duration must be positive (value: {args.duration})")

@@ -11,7 +11,8 @@ Sensor names are the config's; known input efforts come in as ``"command:<joint>
 This module is the keyframe loop; each concept it uses has a module of its own: input
 (:mod:`.sample_gate`, :mod:`.known_efforts`, :mod:`.late_readings`), scheduling
 (:mod:`.schedule`), linearising (:mod:`.linearization`, :mod:`.step_function`,
-:mod:`.start_state`, :mod:`.integration_noise`, :mod:`.relinearization`), solving
+:mod:`.start_state`, :mod:`.integration_noise`, :mod:`.relinearization`, :mod:`.stamp_jitter`,
+:mod:`.model_uncertainty`), solving
 (:mod:`.smoother`: one linear factor per step on GTSAM ISAM2, keyframes older than ``lag``
 marginalised as they leave the window), health (:mod:`.divergence`, :mod:`.grid_advice`,
 :mod:`.restarts`, :mod:`.start_search`) and output (:mod:`.estimate_output`, :mod:`.outputs`).
@@ -32,6 +33,7 @@ from mbfg_ros.estimation.known_efforts import KnownEfforts
 from mbfg_ros.estimation.late_readings import add_late, reading_factor
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.linearization import StepLinearizer
+from mbfg_ros.estimation.model_uncertainty import FLOOR_MOST, SKIP, ModelUncertainty, score_innovations
 from mbfg_ros.estimation.outputs import Estimate, Forces, Health, SensorCounts, estimate_forces
 from mbfg_ros.estimation.relinearization import Relinearizer, StepRecords
 from mbfg_ros.estimation.restarts import SEARCH_SECONDS, Restarts
@@ -59,7 +61,7 @@ class Estimator:
                  initial_state: np.ndarray | None = None, prior_sigma: np.ndarray | None = None,
                  lagged: bool = False, covariance: bool = False, freeze_gc: bool = True,
                  step_function: StepFunction | None = None, search: bool = True,
-                 local_truncation: bool = True) -> None:
+                 local_truncation: bool = True, model_scale: float | None = None) -> None:
         """``initial_q``/``initial_v`` or ``initial_state`` (a whole first state, layout order):
         where the first run starts instead of the config's assembly, with ``prior_sigma``
         (default the config's prior sigmas). ``lagged``: also the smoothed estimates a lag
@@ -70,7 +72,9 @@ class Estimator:
         restart of a lost estimate) among several hypotheses (:mod:`.start_search`).
         ``local_truncation``: a step refined by Gauss-Newton gets its integration noise raised to
         its own local truncation (:meth:`.IntegrationNoise.local`); off for the probes that score
-        start hypotheses, which must be held to the model as configured."""
+        start hypotheses, which must be held to the model as configured. ``model_scale``: the
+        scale of the model's uncertainty held fixed (a candidate of :mod:`.model_uncertainty`,
+        which scores its innovations); None: 1, or chosen online if the config says so."""
         t_build = time.perf_counter()
         self.mech = mechanism
         self.cfg = cfg = config or mechanism.config.estimator
@@ -90,7 +94,8 @@ class Estimator:
         self.linearizer = StepLinearizer(self.fn, cfg, self.health,
                                          self.integration if local_truncation else None)
         self.relinearizer = Relinearizer(cfg, self.lay.n, mechanism.dependent)
-        self.measuring = [SensorStream(res.name, res.kind, res.index, res.dim) for res in self.fn.residuals]
+        stated = None if cfg.stamp_jitter_auto else cfg.stamp_jitter
+        self.measuring = [SensorStream(res.name, res.kind, res.index, res.dim, stated) for res in self.fn.residuals]
         streams = self.measuring + [SensorStream(COMMAND_PREFIX + name, "command", mechanism.index[name], 1)
                                     for name in mechanism.known_input_joints]
         self.gate = SampleGate({s.name: s for s in streams})
@@ -110,6 +115,16 @@ class Estimator:
         self._judge = LossJudge({e.config.name: e.config.noise for e in mechanism.encoders
                                  if mechanism.angular[e.index]})
         self.restarts = Restarts(self, search, given_start=initial_q is not None or initial_state is not None)
+        self.model_scale = 1.0 if model_scale is None else float(model_scale)
+        self.uncertainty = None
+        if model_scale is not None:
+            self.linearizer.innovations = np.zeros(self.fn.step.abs.size)
+        elif cfg.model_uncertainty.adapt and self.layout.model_scale is not None:
+            def candidate(scale: float) -> "Estimator":
+                return Estimator(mechanism, cfg, initial_q=initial_q, initial_v=initial_v,
+                                 initial_state=initial_state, prior_sigma=prior_sigma, freeze_gc=False,
+                                 step_function=self.fn.fresh(), search=search, model_scale=scale)
+            self.uncertainty = ModelUncertainty(cfg.model_uncertainty, candidate)
         self.start_fresh(None, prior_sigma)
         self.startup_s = time.perf_counter() - t_build
         if freeze_gc:
@@ -185,12 +200,20 @@ class Estimator:
         in line again, and the start of a new run (a reset) when JUMP_CONFIRM such readings
         come in a row (:mod:`.sample_gate`).
         """
+        mu = self.uncertainty
+        if mu is not None and mu.active:
+            mu.add(sensor, stamp, value, self.measuring)
+            self.model_scale = self.health.model_scale = mu.scale
+            self.health.model_scale_searched = mu.searched
+            if mu.searched:
+                self.health.divergence.calibrate([s.name for s in self.measuring], FLOOR_MOST)
         got = self.gate.admit(sensor, stamp, value)
         if not isinstance(got, Admitted):
             if got == "unknown_sensor":
                 self.health.unknown_sensor += 1
             return got
         s, y = got.stream, got.value
+        s.stamps.add(stamp)
         if stamp < self.gate.back_limit:
             held = self.gate.hold(sensor, stamp, value)
             if held is None:
@@ -305,6 +328,8 @@ class Estimator:
         p = self._p
         extra = self.inbox.take(k, p, sch)
         p[self.layout.integration] = self.integration.sigmas()
+        if self.layout.model_scale is not None:
+            p[self.layout.model_scale] = self.model_scale
         if self.efforts:
             self.efforts.fill(p, self.layout, self.measuring, t_k, self.h)
         if first and self.x_start is None:
@@ -330,6 +355,8 @@ class Estimator:
             # x1 becomes keyframe k's theta; a committed x_prev may have moved from its theta
             factors = [self.smoother.factor(k, r, J0, J1, x_prev if committed_prev else None)]
             taken = count_step(self.measuring, self.fn.step.stats)
+            if self.linearizer.innovations is not None and t_k - sch.t0 >= SKIP:
+                score_innovations(self.measuring, self.layout, self.linearizer.innovations)
             used_extra = []
             for s, stamp, value in extra:
                 if first:                     # (only readings stamped at the run's very start)

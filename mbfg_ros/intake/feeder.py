@@ -79,11 +79,16 @@ class Feeder:
         self.newest_fed_ns: int | None = None       # newest stamp fed since a jump
         self.estimator_time = 0.0                   # s (wall) spent in add_sample
         self._resets_seen = estimator.health.resets
+        self.paused = False                         # readings are dropped (pause .. resume)
+        self.dropped_paused: Counter = Counter()    # topic -> readings dropped while paused
 
     # ------------------------------------------------------------------------------------------
     def push(self, topic: str, sensor: str, stamp_ns: int, value, now_ns: int) -> None:
         """One reading of ``sensor`` that arrived on ``topic`` at ``now_ns`` (the stamp order's
         clock), stamped ``stamp_ns``, in receive order (see the module docstring)."""
+        if self.paused:
+            self.dropped_paused[topic] += 1
+            return
         jumps = self.time_jumps
         reading = (topic, sensor, stamp_ns, value)
         verdict = jumps.check(topic, sensor, stamp_ns, reading)
@@ -116,6 +121,9 @@ class Feeder:
 
     def feed(self, readings: list[Reading]) -> None:
         """``add_sample`` of each reading (as :meth:`release` gives them)."""
+        if self.paused:
+            self.dropped_paused.update(r[0] for r in readings)
+            return
         add = self._add
         for r in readings:
             add(*r)
@@ -149,6 +157,25 @@ class Feeder:
         self.estimator.reset(reason)
         self._resets_seen = self.estimator.health.resets
 
+    def pause(self) -> None:
+        """Feed nothing until :meth:`resume` (the managed node inactive): readings pushed or
+        fed meanwhile are dropped and counted (``samples dropped_while_paused``)."""
+        self.paused = True
+
+    def resume(self, reason: str) -> None:
+        """Feed again, with the estimator and the time line restarted (the managed node's
+        activate): what the stamp order holds is dropped and counted as paused, the estimator
+        is reset and the next readings start a new time line, not a time jump, waited for
+        across topics as at the start (the first reading of the estimator's new run is then
+        the oldest of every topic, not whichever topic came first)."""
+        self.dropped_paused.update(r[0] for r in self.order.drain())
+        self.time_jumps.forget_time()
+        self.order.start_over()
+        self.fed_stamp.clear()
+        self.newest_fed_ns = None
+        self.reset(reason)
+        self.paused = False
+
     # ------------------------------------------------------------------------------------------
     def seconds(self, stamp_ns: int) -> float:
         """s since the epoch of a stamp (ns)."""
@@ -168,7 +195,8 @@ class Feeder:
         fed yet) minus those held or dropped by the time rules, those the stamp order holds and
         those the estimator received: 0 when none went missing."""
         received = sum(c.received for c in self.estimator.counts().values())
-        return pushed - self.time_jumps.held - sum(self.dropped().values()) - len(self.order) - received
+        return (pushed - self.time_jumps.held - sum(self.dropped().values()) - len(self.order) - received
+                - sum(self.dropped_paused.values()))
 
     def values(self) -> dict[str, int]:
         """/diagnostics values: ``samples <status>`` per add_sample verdict, ``samples <rule>``
@@ -176,6 +204,7 @@ class Feeder:
         out = {f"samples {status}": n for status, n in sorted(self.statuses.items())}
         out.update((f"samples {name}", n) for name, n in self.dropped().items())
         out["samples held_out_of_line"] = self.time_jumps.held
+        out["samples dropped_while_paused"] = sum(self.dropped_paused.values())
         return out
 
     def sensor_figures(self) -> dict[str, SensorFigures]:

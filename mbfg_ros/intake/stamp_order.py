@@ -124,9 +124,22 @@ class StampOrder:
             out.append(item)
         return out
 
+    def set_silence_timeout(self, silence_timeout: float) -> None:
+        """A new ``silence_timeout`` (s): how long a quiet topic still holds readings back."""
+        self._active_ns = int(round(max(silence_timeout, self.window) * 1e9))
+
     def restart(self) -> None:
         """A new time base (after a time jump): every topic's newest stamp is unknown again, so a
         reading waits for each active topic to send one in the new time (at most the window), and
         the stamps released before do not count; what is held stays and goes out by the window."""
         self._newest = dict.fromkeys(self._newest, _UNKNOWN)
         self._released = None
+
+    def start_over(self) -> None:
+        """As new, after a pause of the input (the managed node's activate): every expected
+        topic counts as active again at the next reading, so it waits for each of them to send
+        one (at most the window), as at the start; held readings stay (drain them first)."""
+        self.restart()
+        self._seen.clear()
+        self._newest.clear()
+        self._started = False

@@ -287,6 +287,17 @@ class TimeJumps:
             return self._confirm(c)
         return "held"
 
+    def forget_time(self) -> None:
+        """Start a new time line (the node resumed after a pause it chose): no stamp seen yet,
+        so the next readings are in line whatever their time; held readings are rejected
+        (counted); the counts stay."""
+        if self._candidate is not None:
+            self._reject_candidate()
+        self._released = []
+        self._last.clear()
+        self._stale.clear()
+        self.newest_ns = None
+
     def _reject_candidate(self) -> None:
         for h in self._candidate.readings:
             self._count("rejected", h.topic, h.sensor)

@@ -77,6 +77,7 @@ from mbfg_ros.ros.node_parameters import declare_node_parameters, init_rclpy
 from mbfg_ros.ros.parameter_tables import (ESTIMATOR_PARAMETERS, check_frame, estimator_config,
                                            load_node_mechanism)
 from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError
+from mbfg_ros.ros.runtime_parameters import RuntimeParameters
 from mbfg_ros.ros.sample_queue import QueuedReading, SampleQueue
 from mbfg_ros.ros.tf_publisher import TfPublisher
 from mbfg_ros.termination import follow_parent
@@ -88,7 +89,13 @@ class EstimatorNode(Node):
 
     def __init__(self, node_name: str = NODE_NAME, ros_argv: list[str] | None = None, **kwargs) -> None:
         super().__init__(node_name, **kwargs)
-        self.settings = p = declare_node_parameters(self, ESTIMATOR_PARAMETERS, ros_argv)
+        self.settings = declare_node_parameters(self, ESTIMATOR_PARAMETERS, ros_argv)
+        self._set_up(self.settings)
+        self.runtime = RuntimeParameters(self)
+
+    def _set_up(self, p: dict) -> None:
+        """Load and check the rig, build the estimator, its intake and outputs, start the worker
+        (the managed node does this at configure, :mod:`mbfg_ros.ros.lifecycle_node`)."""
         check_frame("world_frame", p["world_frame"])
         check_frame("frame_prefix", p["frame_prefix"])
         self.mech = mech = load_node_mechanism(p)
@@ -124,6 +131,7 @@ class EstimatorNode(Node):
         self._wanted_topics: set[str] = set()
         self.lost: dict[str, int] = {}            # messages DDS reported lost, per topic
         self.worker_errors = 0
+        self.muted: set[str] = set()              # outputs switched off at run time (runtime_parameters)
 
         # outputs
         self._pub = {}
@@ -385,7 +393,7 @@ class EstimatorNode(Node):
         out = []
         if not estimates:
             return out
-        wanted = self._wanted()
+        wanted = self._wanted() - self.muted
         want_forces = self.settings["publish_forces"] and any("/forces/" in t for t in wanted)
         for e in estimates:
             stamp_ns = self.feeder.epoch_ns + int(round(e.stamp * 1e9))
@@ -461,6 +469,12 @@ class EstimatorNode(Node):
 
 def main(args: list[str] | None = None) -> int:
     """Console script ``estimator``: exit 0 on Ctrl-C / shutdown, 2 on bad parameters."""
+    return run_node(EstimatorNode, args)
+
+
+def run_node(node_class: type, args: list[str] | None = None) -> int:
+    """Start ``node_class`` (:class:`EstimatorNode` or the managed one) and spin it until Ctrl-C
+    or shutdown: exit 0, or 2 when it cannot start (one logged line)."""
     follow_parent()                    # no orphan when a runner dies
     fix_heap_thresholds()              # memory flat over days, backlogs included
     sys.setswitchinterval(0.001)       # the DDS thread gets the GIL back quickly from the worker
@@ -470,7 +484,7 @@ def main(args: list[str] | None = None) -> int:
     node = None
     try:
         try:
-            node = EstimatorNode(ros_argv=argv)
+            node = node_class(ros_argv=argv)
         except (MbfgError, LookupError) as exc:
             rclpy.logging.get_logger(NODE_NAME).error(f"cannot start: {exc}")
             return 2

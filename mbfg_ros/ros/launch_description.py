@@ -231,6 +231,9 @@ _PARAMS_FILE = LaunchArgument("", "a ROS 2 parameters file (YAML: <node>: ros__p
                               "read by the nodes, e.g. config/estimator.params.yaml; the other "
                               "launch arguments override it")
 _LOG_LEVEL = LaunchArgument("info", "log level: " + ", ".join(LOG_LEVELS))
+_MANAGED = LaunchArgument("false", "start the estimator as a managed (lifecycle) node "
+                          "(estimator_lifecycle): it waits unconfigured until a lifecycle manager "
+                          "or 'ros2 lifecycle set' configures and activates it")
 
 LAUNCH_ARGUMENTS: dict[str, dict[str, LaunchArgument]] = {
     "estimator": {
@@ -242,6 +245,7 @@ LAUNCH_ARGUMENTS: dict[str, dict[str, LaunchArgument]] = {
         "namespace": LaunchArgument("", "namespace of the estimator node (and of its input topics)"),
         "params_file": _PARAMS_FILE,
         "log_level": _LOG_LEVEL,
+        "managed": _MANAGED,
     },
     "estimator_ros2_control": {
         "config": LaunchArgument("", "the rig's mechanism config (YAML); default: the params_file's "
@@ -254,6 +258,7 @@ LAUNCH_ARGUMENTS: dict[str, dict[str, LaunchArgument]] = {
         "params_file": LaunchArgument("", "a ROS 2 parameters file read by the estimator; default: "
                                       "config/arm6_ros2_control.params.yaml"),
         "log_level": _LOG_LEVEL,
+        "managed": _MANAGED,
     },
     "sim_rig": {
         "config": LaunchArgument("", "the rig's mechanism config (YAML); default: the four-bar"),
@@ -284,10 +289,11 @@ def estimator_description(config: str = "", urdf: str = "", robot_description: s
                           use_sim_time: Any = False, namespace: str = "", log_level: str = "info",
                           parameters: dict[str, Any] | None = None,
                           remappings: tuple[tuple[str, str], ...] = (),
-                          params_file: str = "") -> Description:
-    """The estimator node alone (estimator.launch.py)."""
+                          params_file: str = "", managed: Any = False) -> Description:
+    """The estimator node alone (estimator.launch.py); ``managed``: the lifecycle node."""
     node = _estimator(config, urdf, robot_description, _bool("use_sim_time", use_sim_time),
-                      namespace, _level(log_level), parameters, remappings, True)
+                      namespace, _level(log_level), parameters, remappings, True,
+                      _bool("managed", managed))
     return Description("estimator", _with_params_file([node], params_file, _config_default(config)))
 
 
@@ -300,27 +306,32 @@ def ros2_control_description(config: str = "", urdf: str = "", robot_description
                              use_sim_time: Any = False, namespace: str = "", log_level: str = "info",
                              parameters: dict[str, Any] | None = None,
                              remappings: tuple[tuple[str, str], ...] = (),
-                             params_file: str = "") -> Description:
+                             params_file: str = "", managed: Any = False) -> Description:
     """The estimator on the topics of ros2_control's broadcasters
     (estimator_ros2_control.launch.py): :func:`estimator_description` with the example's params
     file unless another is given, and its config unless ``config`` or the params file names one."""
     node = _estimator(config, urdf, robot_description, _bool("use_sim_time", use_sim_time),
-                      namespace, _level(log_level), parameters, remappings, True)
+                      namespace, _level(log_level), parameters, remappings, True,
+                      _bool("managed", managed))
     params_file = params_file or str(config_dir() / ROS2_CONTROL_PARAMS)
-    defaults = {} if config else {"estimator": {"config": str(config_dir() / ROS2_CONTROL_CONFIG)}}
+    defaults = {} if config else {node.executable: {"config": str(config_dir() / ROS2_CONTROL_CONFIG)}}
     return Description("estimator_ros2_control", _with_params_file([node], params_file, defaults))
 
 
 def _config_default(config: str) -> dict[str, dict[str, Any]]:
     """The four-bar where neither the ``config`` argument nor the params file names a config."""
-    return {} if config else {"estimator": {"config": default_config()},
-                              "sim_rig": {"config": default_config()}}
+    return {} if config else {executable: {"config": default_config()}
+                              for executable in (*ESTIMATOR_EXECUTABLES, "sim_rig")}
+
+
+ESTIMATOR_EXECUTABLES = ("estimator", "estimator_lifecycle")
+"""The estimator's console scripts: the plain node and the managed (lifecycle) one."""
 
 
 def _estimator(config, urdf, robot_description, use_sim_time, namespace, log_level, parameters,
-               remappings, required) -> NodeSpec:
-    """The estimator's NodeSpec: only what was given explicitly is a parameter (a params file
-    gives the rest; use_sim_time only when true)."""
+               remappings, required, managed: bool = False) -> NodeSpec:
+    """The estimator's NodeSpec (``managed``: the lifecycle node): only what was given
+    explicitly is a parameter (a params file gives the rest; use_sim_time only when true)."""
     params: dict[str, Any] = {}
     if config:
         params["config"] = str(config)
@@ -331,6 +342,9 @@ def _estimator(config, urdf, robot_description, use_sim_time, namespace, log_lev
     if robot_description:
         params["robot_description"] = str(robot_description)
     params.update(parameters or {})
+    if managed:
+        return NodeSpec("mbfg_estimator", "estimator_lifecycle", "mbfg_ros.ros.lifecycle_node",
+                        namespace, params, tuple(remappings), log_level, required=required)
     return NodeSpec("mbfg_estimator", "estimator", "mbfg_ros.ros.estimator_node", namespace,
                     params, tuple(remappings), log_level, required=required)
 

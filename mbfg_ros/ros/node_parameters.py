@@ -29,7 +29,9 @@ class ParameterError(MbfgError):
 class ParameterSpec:
     """One parameter: ``kind`` is float, int, bool, str, "str_list" or "float_list"; ``low`` /
     ``high`` bound numbers (inclusive); ``choices`` restrict strings; ``zero_means`` documents
-    a 0 that means "use the default" and is then allowed outside the range."""
+    a 0 that means "use the default" and is then allowed outside the range; ``runtime`` marks
+    a parameter that may change on a running node (declared writable; applied by
+    :mod:`mbfg_ros.ros.runtime_parameters`), every other one is read-only."""
     name: str
     kind: Any
     default: Any
@@ -39,6 +41,7 @@ class ParameterSpec:
     high: float | None = None
     choices: tuple[str, ...] = ()
     zero_means: str = ""
+    runtime: bool = False
 
     def constraint(self) -> str:
         """The allowed values in words (for the descriptor and error messages)."""
@@ -123,7 +126,7 @@ def _check_range(spec: ParameterSpec, value: float, bad) -> None:
         raise bad("is out of range")
 
 
-def _descriptor(spec: ParameterSpec, typed_default: bool = False):
+def _descriptor(spec: ParameterSpec, typed_default: bool = False, read_only: bool = True):
     from rcl_interfaces.msg import (FloatingPointRange, IntegerRange, ParameterDescriptor,
                                     ParameterType)
     types = {float: ParameterType.PARAMETER_DOUBLE, int: ParameterType.PARAMETER_INTEGER,
@@ -131,7 +134,7 @@ def _descriptor(spec: ParameterSpec, typed_default: bool = False):
              "str_list": ParameterType.PARAMETER_STRING_ARRAY,
              "float_list": ParameterType.PARAMETER_DOUBLE_ARRAY}
     unit = f" [{spec.unit}]" if spec.unit else ""
-    d = ParameterDescriptor(description=spec.description + unit, read_only=True,
+    d = ParameterDescriptor(description=spec.description + unit, read_only=read_only,
                             additional_constraints=spec.constraint(), type=types[spec.kind])
     # every parameter is checked by check_value; dynamic typing lets "-p lag:=2" (an integer)
     # reach it instead of failing inside rclpy with a type error
@@ -144,10 +147,13 @@ def _descriptor(spec: ParameterSpec, typed_default: bool = False):
     return d
 
 
-def declare(node, specs: Iterable[ParameterSpec]) -> dict[str, Any]:
-    """Declare ``specs`` on ``node`` (read-only, with descriptors) and return {name: value}
-    validated with :func:`check_value`. Raises ParameterError on the first bad parameter."""
+def declare(node, specs: Iterable[ParameterSpec], writable: Iterable[str] | None = None) -> dict[str, Any]:
+    """Declare ``specs`` on ``node`` (with descriptors; read-only unless named in ``writable``,
+    by default the ``runtime`` ones) and return {name: value} validated with
+    :func:`check_value`. Raises ParameterError on the first bad parameter."""
     from rclpy.exceptions import ParameterException
+    specs = tuple(specs)
+    names = {s.name for s in specs if s.runtime} if writable is None else set(writable)
     out: dict[str, Any] = {}
     for spec in specs:
         default = spec.default
@@ -158,7 +164,8 @@ def declare(node, specs: Iterable[ParameterSpec]) -> dict[str, Any]:
             default = Parameter.Type.STRING_ARRAY if spec.kind == "str_list" else Parameter.Type.DOUBLE_ARRAY
             typed = True
         try:
-            p = node.declare_parameter(spec.name, default, _descriptor(spec, typed))
+            p = node.declare_parameter(spec.name, default,
+                                       _descriptor(spec, typed, read_only=spec.name not in names))
         except ParameterException as exc:
             raise _rclpy_error(spec, str(exc)) from None
         out[spec.name] = check_value(spec, p.value)
@@ -180,12 +187,14 @@ def _rclpy_error(spec: ParameterSpec, text: str) -> ParameterError:
 
 
 def declare_node_parameters(node, specs: tuple[ParameterSpec, ...],
-                            ros_argv: list[str] | None = None) -> dict[str, Any]:
-    """Declare ``specs`` on ``node`` (:func:`declare`) and return {name: validated value}. A name
+                            ros_argv: list[str] | None = None,
+                            writable: Iterable[str] | None = None) -> dict[str, Any]:
+    """Declare ``specs`` on ``node`` (:func:`declare`; ``writable`` as there) and return {name:
+    validated value}. A name
     given to this node that it does not have (:func:`unknown_overrides`) raises ParameterError
     listing the node's parameters; one given only by a wildcard section of a params file is
     logged as a warning and ignored."""
-    values = declare(node, specs)
+    values = declare(node, specs, writable)
     extra, ignored = unknown_overrides(node, specs, ros_argv)
     if ignored:
         node.get_logger().warning(f"ignoring parameter(s) {', '.join(repr(e) for e in ignored)} "

@@ -3,7 +3,8 @@
 Imports no rclpy: the launch description and ``mbfg run`` check parameter names and values
 (params files included) against these tables without starting ROS; each node declares its table
 with :func:`~mbfg_ros.ros.node_parameters.declare_node_parameters` (README "The estimator node",
-"The sim_rig node").
+"The sim_rig node"). ``runtime=True`` marks the estimator's parameters that change on a running
+node (declared writable; applied by :mod:`mbfg_ros.ros.runtime_parameters`).
 """
 from __future__ import annotations
 
@@ -35,12 +36,13 @@ ESTIMATOR_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("frame_prefix", str, "", "prefix of every published link and closure frame id "
                   "(e.g. mbfg/ when robot_state_publisher already publishes the rig's links)"),
     ParameterSpec("publish_tf", bool, True, "publish the estimated link poses on /tf (fixed "
-                  "joints, config frames and sensor frames on /tf_static)"),
+                  "joints, config frames and sensor frames on /tf_static)", runtime=True),
     ParameterSpec("publish_robot_description", bool, True, "publish the URDF the node uses on "
                   "~/robot_description (std_msgs/String, latched) for rviz2's RobotModel"),
-    ParameterSpec("publish_forces", bool, True, "publish ~/forces/<closure> and ~/forces/<load cell>"),
+    ParameterSpec("publish_forces", bool, True, "publish ~/forces/<closure> and ~/forces/<load cell>",
+                  runtime=True),
     ParameterSpec("publish_accelerations", bool, True, "publish ~/dynamic_joint_states (every "
-                  "joint's position, velocity, acceleration and effort)"),
+                  "joint's position, velocity, acceleration and effort)", runtime=True),
     ParameterSpec("publish_covariance", bool, False, "publish ~/dof_covariance and the DOF "
                   "variances in ~/dynamic_joint_states "
                   "(marginal covariance of [q_dof, v_dof]; costs time per keyframe)"),
@@ -57,9 +59,9 @@ ESTIMATOR_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("reorder_window", float, REORDER_WINDOW, "longest a reading may wait for the "
                   "other topics to catch up (bursts are fed in stamp order)", "s", 0.0, 10.0),
     ParameterSpec("diagnostics_period", float, 1.0, "period of /diagnostics (steady clock)", "s",
-                  0.05, 60.0),
+                  0.05, 60.0, runtime=True),
     ParameterSpec("silence_timeout", float, SILENCE_TIMEOUT, "a sensor silent for longer than this "
-                  "(or 5 of its periods) is reported WARN", "s", 0.01, 3600.0),
+                  "(or 5 of its periods) is reported WARN", "s", 0.01, 3600.0, runtime=True),
     ParameterSpec("health_window", float, 5.0, "/diagnostics judges the inputs, the queue and "
                   "the latency over this rolling window (a warning clears once its cause has been "
                   "gone this long)", "s", 1.0, 3600.0),
@@ -132,6 +134,7 @@ SIM_RIG_PARAMETERS: tuple[ParameterSpec, ...] = (
 
 
 NODE_PARAMETERS: dict[str, tuple[ParameterSpec, ...]] = {"estimator": ESTIMATOR_PARAMETERS,
+                                                         "estimator_lifecycle": ESTIMATOR_PARAMETERS,
                                                          "sim_rig": SIM_RIG_PARAMETERS}
 """{console script: its node's parameter table}."""
 

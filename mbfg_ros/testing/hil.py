@@ -27,7 +27,7 @@ from typing import Any
 
 from mbfg_ros.io.estimate_messages import OutputNames
 from mbfg_ros.model.mechanism import load_mechanism
-from mbfg_ros.ros.launch_description import Description, sim_rig_description
+from mbfg_ros.ros.launch_description import ESTIMATOR_EXECUTABLES, Description, sim_rig_description
 from mbfg_ros.ros.output_monitor import MonitorThread, OutputMonitor
 from mbfg_ros.ros.processes import NodeProcesses, ros_environment
 
@@ -72,7 +72,7 @@ class HilRun:
         self.processes = NodeProcesses(self.description, self.log_dir, self.env)
         self.watch = watch
         self._monitor: MonitorThread | None = None
-        est = next((n for n in self.description.nodes if n.executable == "estimator"), None)
+        est = next((n for n in self.description.nodes if n.executable in ESTIMATOR_EXECUTABLES), None)
         ns = (est.namespace.strip("/") + "/") if est is not None and est.namespace else ""
         self.names = OutputNames("/" + ns + (est.name if est is not None else "mbfg_estimator"))
         rig_node = next((n for n in self.description.nodes if n.executable == "sim_rig"), None)
@@ -92,7 +92,7 @@ class HilRun:
         # a rig that waits for the monitor's truth subscription then also waits, in effect, for
         # the estimates to reach the monitor (see OutputMonitor's truth_after_estimator)
         rig_node = next((n for n in self.description.nodes if n.executable == "sim_rig"), None)
-        has_estimator = any(n.executable == "estimator" for n in self.description.nodes)
+        has_estimator = any(n.executable in ESTIMATOR_EXECUTABLES for n in self.description.nodes)
         gated = (has_estimator and rig_node is not None
                  and bool(rig_node.parameters.get("wait_for_truth", False)))
         self._monitor = MonitorThread(self.mech, self.domain_id, self.names, outputs=self.watch,
@@ -186,17 +186,24 @@ class HilRun:
 
     def call_reset(self, timeout: float = 10.0):
         """Call the estimator's ``~/reset`` service (std_srvs/Trigger); the response."""
+        return self.call("std_srvs/srv/Trigger", self.names.topic("reset"), timeout=timeout)
+
+    def call(self, srv_type: str, service: str, request=None, timeout: float = 10.0):
+        """Call ``service`` (of type ``srv_type``, e.g. "lifecycle_msgs/srv/ChangeState") from
+        the monitor's node with ``request`` (default: an empty one); the response. Raises
+        HilError when the service does not appear or answer within ``timeout`` s."""
         from mbfg_ros.ros.message_classes import message_class
         node = self.monitor
-        client = node.create_client(message_class("std_srvs/srv/Trigger"), self.names.topic("reset"))
+        srv = message_class(srv_type)
+        client = node.create_client(srv, service)
         try:
             if not client.wait_for_service(timeout_sec=timeout):
-                raise self._fail(f"no service {self.names.topic('reset')} within {timeout:g} s")
-            future = client.call_async(message_class("std_srvs/srv/Trigger").Request())
+                raise self._fail(f"no service {service} within {timeout:g} s")
+            future = client.call_async(request if request is not None else srv.Request())
             end = time.monotonic() + timeout
             while not future.done():
                 if time.monotonic() > end:
-                    raise self._fail("the reset service did not answer")
+                    raise self._fail(f"the service {service} did not answer within {timeout:g} s")
                 time.sleep(0.02)
             return future.result()
         finally:

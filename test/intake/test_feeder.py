@@ -81,3 +81,26 @@ def test_an_isolated_future_stamp_is_rejected_and_counted(four_bar, readings):
     assert f.values()["samples rejected_stamp"] == 1 and f.time_jumps.rejected == {topic: 1}
     assert f.unaccounted(len(bad)) == 0
     assert f.sensor_figures()[sensor].reasons["stamps out of line"] == 1
+
+
+def test_pause_feeds_nothing_and_resume_restarts_the_estimator_and_the_time_line(four_bar, readings):
+    """The managed node's deactivate, then activate 10 s later: nothing is fed while paused (the
+    readings in hand are dropped and counted), then one reset, no time jump, every reading
+    accounted for."""
+    f = feeder_of(four_bar)
+    push_all(f, readings[:600])
+    topic, sensor, stamp, value = readings[600]
+    f.push(topic, sensor, stamp, value, stamp)                       # held by the stamp order
+    assert len(f.order) == 1
+    keyframes = f.estimator.health.keyframes
+    f.pause()
+    push_all(f, readings[601:700])                                   # in hand when it paused
+    assert f.estimator.health.keyframes == keyframes and len(f.order) == 1
+    f.resume("activate")
+    assert f.estimator.health.resets == 1 and len(f.order) == 0
+    assert f.values()["samples dropped_while_paused"] == 100
+    later = [(t, s, st + 10 * 10 ** 9, v) for t, s, st, v in readings[700:]]
+    push_all(f, later)
+    f.feed(f.drain())
+    assert f.jumps == {"backwards": 0, "forwards": 0} and f.estimator.health.resets == 1
+    assert f.unaccounted(len(readings)) == 0

@@ -95,3 +95,24 @@ def test_topic_periods_follow_the_fastest_channel(four_bar):
     assert topic_periods_ns(four_bar, {"/encoders": ["crank_encoder"], "/rocker_pin/wrench": ["rocker_pin_load"],
                                        "/commands": ["command:crank_joint"], "/other": []}) == {
         "/encoders": 1 * MS, "/rocker_pin/wrench": 5 * MS, "/commands": 1 * MS, "/other": DEFAULT_PERIOD_NS}
+
+
+def test_a_new_silence_timeout_changes_how_long_a_quiet_topic_is_waited_for():
+    order = StampOrder(PERIODS, window=0.010, silence_timeout=0.5)
+    assert push(order, "/enc", 0.0, 0.0) == []
+    assert push(order, "/cell", 0.0, 0.0) == [0.0, 0.0]
+    order.set_silence_timeout(0.1)                          # (run time: silence_timeout)
+    assert push(order, "/enc", 150.0, 150.0) == [150.0]     # the cell is silent after 0.1 s now
+
+
+def test_after_start_over_every_topic_is_waited_for_as_at_the_start():
+    """After a pause of every topic (the managed node inactive) the topics are silent, so a
+    plain restart lets the first reading through at once; start_over waits for the others."""
+    order = StampOrder(PERIODS, window=0.010, silence_timeout=0.5)
+    assert push(order, "/enc", 0.0, 0.0) == [] and push(order, "/cell", 0.0, 0.0) == [0.0, 0.0]
+    order.restart()
+    assert push(order, "/cell", 5000.0, 5000.0) == [5000.0]   # silent for 5 s: not waited for
+    order.start_over()
+    assert push(order, "/cell", 9000.0, 9000.0) == []          # the encoder is waited for again
+    assert push(order, "/enc", 8999.0, 9001.0) == [8999.0]      # older than the cell's: first
+    assert order.release(9010 * MS) == [9000.0]

@@ -232,3 +232,14 @@ def test_check_block_of_steady_readings_is_one_feed():
     j = TimeJumps()
     assert [(k, x.tolist()) for k, x in j.check_block(TOPICS, SENSORS, keys, stamps, int)] == \
         [("feed", list(range(3000)))]
+
+
+def test_after_forget_time_a_new_time_line_starts_without_a_jump():
+    """The managed node's activate: readings 10 s on (past max_time_gap) are in line at once."""
+    j = TimeJumps(max_time_gap=2.0)
+    steady(j, 1000)
+    assert j.check("/e", "enc", at(11000), "e1") == "held"         # a held reading is rejected
+    j.forget_time()
+    assert j.rejected == {"/e": 1} and j.held == 0
+    steady(j, 11100, start_ms=11000)
+    assert not j.jumps and j.newest_ns == at(11099)

@@ -24,6 +24,21 @@ def _names(table) -> set[str]:
     return {s.name for s in table} | {"use_sim_time"}
 
 
+def test_managed_starts_the_lifecycle_node_with_the_same_name_and_parameters(tmp_path):
+    plain = estimator_description("config/four_bar.yaml", parameters={"lag": 0.5}).nodes[0]
+    node = estimator_description("config/four_bar.yaml", parameters={"lag": 0.5}, managed="true").nodes[0]
+    assert (node.executable, node.module) == ("estimator_lifecycle", "mbfg_ros.ros.lifecycle_node")
+    assert (node.name, node.parameters) == (plain.name, plain.parameters)
+    (control,) = ros2_control_description(managed=True).nodes
+    assert control.executable == "estimator_lifecycle" and control.parameters["config"].endswith(
+        "arm6_ros2_control.yaml")
+    path = _params_file(tmp_path, {"/mbfg_estimator": {"ros__parameters": {"lag": 2.0}}})
+    (node,) = estimator_description(params_file=path, managed=True).nodes     # same table
+    assert node.params_files == (path,)
+    with pytest.raises(ValueError, match="'managed' must be true or false"):
+        estimator_description(managed="maybe")
+
+
 def test_estimator_description_names_parameters_and_remappings():
     d = estimator_description("config/four_bar.yaml", urdf="u.urdf", use_sim_time="true",
                               namespace="rig1", log_level="debug", parameters={"lag": 0.5},
