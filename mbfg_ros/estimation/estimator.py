@@ -22,6 +22,7 @@ from __future__ import annotations
 import gc
 import math
 import time
+from functools import partial
 
 import numpy as np
 
@@ -33,7 +34,7 @@ from mbfg_ros.estimation.known_efforts import KnownEfforts
 from mbfg_ros.estimation.late_readings import add_late, reading_factor
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.linearization import StepLinearizer
-from mbfg_ros.estimation.model_uncertainty import FLOOR_MOST, SKIP, ModelUncertainty, score_innovations
+from mbfg_ros.estimation.model_uncertainty import SKIP, ModelUncertainty, score_innovations
 from mbfg_ros.estimation.outputs import Estimate, Forces, Health, SensorCounts, estimate_forces
 from mbfg_ros.estimation.relinearization import Relinearizer, StepRecords
 from mbfg_ros.estimation.restarts import SEARCH_SECONDS, Restarts
@@ -63,18 +64,14 @@ class Estimator:
                  step_function: StepFunction | None = None, search: bool = True,
                  local_truncation: bool = True, model_scale: float | None = None) -> None:
         """``initial_q``/``initial_v`` or ``initial_state`` (a whole first state, layout order):
-        where the first run starts instead of the config's assembly, with ``prior_sigma``
-        (default the config's prior sigmas). ``lagged``: also the smoothed estimates a lag
-        later; ``covariance``: the DOF state's marginal covariance with each filtered estimate.
-        ``step_function``: a StepFunction built for the same mechanism and settings (estimators
-        of one mechanism share the compiled function; by default it comes from a cache).
-        ``search``: on a rig whose DOF positions no encoder reads, pick the start (and the
-        restart of a lost estimate) among several hypotheses (:mod:`.start_search`).
-        ``local_truncation``: a step refined by Gauss-Newton gets its integration noise raised to
-        its own local truncation (:meth:`.IntegrationNoise.local`); off for the probes that score
-        start hypotheses, which must be held to the model as configured. ``model_scale``: the
-        scale of the model's uncertainty held fixed (a candidate of :mod:`.model_uncertainty`,
-        which scores its innovations); None: 1, or chosen online if the config says so."""
+        the first run's start instead of the config's assembly, with ``prior_sigma`` (default the
+        config's). ``lagged``: also the smoothed estimates a lag later; ``covariance``: the DOF
+        state's marginal covariance with each filtered estimate. ``step_function``: one built for
+        the same mechanism and settings (by default from a cache). ``search``: without encoders
+        on the DOFs, start (and restart) from the best of several hypotheses (:mod:`.start_search`).
+        ``local_truncation``: a Gauss-Newton-refined step's integration noise raised to its local
+        truncation (off for the start probes). ``model_scale``: the model uncertainty's scale held
+        fixed (a candidate of :mod:`.model_uncertainty`); None: 1, or chosen online (the config)."""
         t_build = time.perf_counter()
         self.mech = mechanism
         self.cfg = cfg = config or mechanism.config.estimator
@@ -116,15 +113,8 @@ class Estimator:
                                  if mechanism.angular[e.index]})
         self.restarts = Restarts(self, search, given_start=initial_q is not None or initial_state is not None)
         self.model_scale = 1.0 if model_scale is None else float(model_scale)
-        self.uncertainty = None
-        if model_scale is not None:
-            self.linearizer.innovations = np.zeros(self.fn.step.abs.size)
-        elif cfg.model_uncertainty.adapt and self.layout.model_scale is not None:
-            def candidate(scale: float) -> "Estimator":
-                return Estimator(mechanism, cfg, initial_q=initial_q, initial_v=initial_v,
-                                 initial_state=initial_state, prior_sigma=prior_sigma, freeze_gc=False,
-                                 step_function=self.fn.fresh(), search=search, model_scale=scale)
-            self.uncertainty = ModelUncertainty(cfg.model_uncertainty, candidate)
+        self.uncertainty = ModelUncertainty.of(self, model_scale, initial_q=initial_q, initial_v=initial_v,
+                                               initial_state=initial_state, prior_sigma=prior_sigma, search=search)
         self.start_fresh(None, prior_sigma)
         self.startup_s = time.perf_counter() - t_build
         if freeze_gc:
@@ -200,13 +190,8 @@ class Estimator:
         in line again, and the start of a new run (a reset) when JUMP_CONFIRM such readings
         come in a row (:mod:`.sample_gate`).
         """
-        mu = self.uncertainty
-        if mu is not None and mu.active:
-            mu.add(sensor, stamp, value, self.measuring)
-            self.model_scale = self.health.model_scale = mu.scale
-            self.health.model_scale_searched = mu.searched
-            if mu.searched:
-                self.health.divergence.calibrate([s.name for s in self.measuring], FLOOR_MOST)
+        if self.uncertainty is not None and self.uncertainty.active:
+            self.uncertainty.feed(self, sensor, stamp, value)
         got = self.gate.admit(sensor, stamp, value)
         if not isinstance(got, Admitted):
             if got == "unknown_sensor":
@@ -255,8 +240,7 @@ class Estimator:
         return status
 
     def _open(self) -> None:
-        """Start the run at the earliest reading waiting (the initial state may come from the
-        waiting encoder readings, or from the best start hypothesis over them)."""
+        """Start the run at the earliest waiting reading (the state from them, or the start search)."""
         if self.x_start is None:
             self.x_start = self.initial_state()
             if self.restarts.search_start and self.inbox.waiting:
@@ -291,10 +275,6 @@ class Estimator:
         if self.want_lagged and self.smoother.keys:
             self.output.emit_lagged(sch.closed - self.window)
 
-    def known_efforts(self, stamp: float) -> np.ndarray:
-        """Known input efforts at ``stamp`` (linear between commands, held beyond them)."""
-        return self.efforts.at(stamp)
-
     def _close_ready(self) -> None:
         sch = self.schedule
         while sch.next_ready():
@@ -308,9 +288,6 @@ class Estimator:
         default this run's)."""
         return self.linearizer.linearize(x0, x1, p, prior if prior is not None else (self.x_start, self.prior_sigma),
                                          copy)
-
-    def _linearize_view(self, x0: np.ndarray | None, x1: np.ndarray, p: np.ndarray):
-        return self.linearize(x0, x1, p, copy=False)
 
     def step_readings(self, p: np.ndarray, t_prev: float, taken: list[int] | None = None) -> list:
         """(stream, stamp, value) of the readings in a step's parameters (:func:`.step_readings`)."""
@@ -409,7 +386,7 @@ class Estimator:
                 del self.states[kk]
             k = sch.closed
             x_k = self.relinearizer.after_update(self.smoother, self.records, k, self.states.get(k),
-                                                 self._linearize_view, self.health)
+                                                 partial(self.linearize, copy=False), self.health)
             if x_k is not None:
                 self.states[k] = x_k
             self._marginalize()
@@ -454,10 +431,6 @@ class Estimator:
     def estimate(self) -> Estimate | None:
         """The newest (filtered) estimate."""
         return self.output.last
-
-    def lagged_estimate(self) -> Estimate | None:
-        """The oldest estimate of the window (smoothed over the whole lag), if enabled."""
-        return self.output.last_lagged
 
     def pop_estimates(self) -> list[Estimate]:
         """Filtered estimates of the keyframes closed since the last call, oldest first."""

@@ -76,6 +76,31 @@ class ModelUncertainty:
         self.t_first: float | None = None
         self.searched = False
 
+    @classmethod
+    def of(cls, est, model_scale: float | None, **start) -> "ModelUncertainty | None":
+        """The online choice of an :class:`~.estimator.Estimator` ``est``, or None: a candidate
+        (``model_scale`` fixed: it scores its innovations instead) or a config without it.
+        ``start``: ``est``'s start arguments, which the candidates share."""
+        if model_scale is not None:
+            est.linearizer.innovations = np.zeros(est.fn.step.abs.size)
+            return None
+        if not est.cfg.model_uncertainty.adapt or est.layout.model_scale is None:
+            return None
+
+        def candidate(scale: float):
+            return type(est)(est.mech, est.cfg, freeze_gc=False, step_function=est.fn.fresh(),
+                             model_scale=scale, **start)
+        return cls(est.cfg.model_uncertainty, candidate)
+
+    def feed(self, est, sensor: str, stamp: float, value) -> None:
+        """A reading ``est`` is about to take: on to the search; the scale it chose so far into
+        ``est`` and its health (the divergence test judged against the levels seen meanwhile)."""
+        self.add(sensor, stamp, value, est.measuring)
+        est.model_scale = est.health.model_scale = self.scale
+        est.health.model_scale_searched = self.searched
+        if self.searched:
+            est.health.divergence.calibrate([s.name for s in est.measuring], FLOOR_MOST)
+
     @property
     def active(self) -> bool:
         """Whether it still takes readings."""
