@@ -27,13 +27,20 @@ RobotModel shows it moved by the estimated TF). Service ``~/reset`` (std_srvs/Tr
 output nobody subscribes to is not computed (subscribers are counted once a second);
 ``~/joint_states`` always goes out.
 
-Threads: DDS callbacks only decode and queue (:class:`~mbfg_ros.ros.sample_queue.SampleQueue`);
-one worker takes everything queued through the intake that ``mbfg replay`` shares
-(:mod:`mbfg_ros.intake`): the time rules, stamp order across topics (``reorder_window``) and the
-estimator (:class:`~mbfg_ros.intake.feeder.Feeder`), and publishes the estimates; the diagnostics
-timer runs on the steady clock, so /diagnostics keeps coming when every sensor (or /clock) is
-silent, and judges over a rolling window (``health_window``, :mod:`mbfg_ros.intake.sensor_health`)
-so its warnings clear when their cause is gone. Time follows :mod:`mbfg_ros.intake.time_jumps`:
+One thread (README "The live node"): the executor's (the events executor where rclpy has one,
+:func:`~mbfg_ros.ros.rclpy_compat.node_executor`). A subscription's callback takes every message
+waiting on it as CDR bytes and decodes them at once (:class:`~mbfg_ros.io.cdr_intake.CdrIntake`:
+the replay's CDR layouts, message by message for irregular ones) into the input queue
+(:class:`~mbfg_ros.ros.sample_queue.SampleQueue`), then runs the estimation step: everything
+queued through the intake that ``mbfg replay`` shares (:mod:`mbfg_ros.intake`): the time rules,
+stamp order across topics (``reorder_window``) and the estimator
+(:class:`~mbfg_ros.intake.feeder.Feeder`), and publishes the estimates, filled into byte
+templates of the messages (:class:`~mbfg_ros.io.output_templates.BatchMessages`); a timer runs
+the step while the stamp order holds readings (they go out by time too). The diagnostics timer
+runs on the steady clock, so /diagnostics keeps coming when every sensor (or /clock) is silent
+(between the slices of a backlog the step publishes them when due), and judges over a rolling
+window (``health_window``, :mod:`mbfg_ros.intake.sensor_health`) so its warnings clear when
+their cause is gone. Time follows :mod:`mbfg_ros.intake.time_jumps`:
 an isolated stamp out of line is held, then rejected and counted (``rejected_stamp``), never a
 reset; a new time that persists going back (a bag loop) or beyond ``max_time_gap`` ahead resets
 the estimator and is logged once; readings of a sensor lagging the others by more than the window
@@ -280,7 +287,10 @@ class EstimatorNode(Node):
     # ------------------------------------------------------------------------------------------
     # intake: decode and queue
     def _on_messages(self, topic: str, msgtype: str, raws: list[bytes], receive_ns: list[int]) -> None:
+        problems = self.router.problems.get(topic)
+        before = sum(problems.values()) if problems else 0
         readings = self.intake.decode(topic, msgtype, raws, receive_ns)
+        problems = self.router.problems.get(topic)
         last = receive_ns[-1]
         items = [QueuedReading(topic, sensor, stamp, value, last) for sensor, stamp, value in readings]
         if items:
@@ -293,8 +303,8 @@ class EstimatorNode(Node):
             if (topic, what) not in self._problems_logged:
                 self._problems_logged.add((topic, what))
                 self.get_logger().warning(f"{topic}: {what} (counted on /diagnostics; logged once)")
-        if not items:
-            for reason in self.router.problems.get(topic, {}):
+        if problems and sum(problems.values()) > before:     # an unusable message among them
+            for reason in problems:
                 if (topic, reason) not in self._problems_logged:
                     self._problems_logged.add((topic, reason))
                     self.get_logger().warning(f"unusable message on {topic}: {reason} (counted on "
