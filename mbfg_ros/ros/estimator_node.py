@@ -134,6 +134,8 @@ class EstimatorNode(Node):
         self._wanted_topics: set[str] = set()
         self.lost: dict[str, int] = {}            # messages DDS reported lost, per topic
         self.worker_errors = 0
+        # the outputs' byte templates (built here: ~0.1 s), checked at the first keyframe
+        self._batch_messages = None if p["publish_covariance"] else self._output_templates_of(mech)
         self._templates: BatchMessages | bool | None = None   # decided at the first keyframe
 
         # outputs
@@ -434,13 +436,20 @@ class EstimatorNode(Node):
             return self._template_messages(estimates, stamps, wanted, want_forces)
         return self._object_messages(estimates, wanted, want_forces)
 
+    def _output_templates_of(self, mech) -> BatchMessages | None:
+        try:
+            return BatchMessages(mech, self.names)
+        except Exception as exc:                          # noqa: BLE001 (the ordinary path works)
+            self.get_logger().warning(f"no output templates ({exc}): messages built one by one")
+            return None
+
     def _output_templates(self, e, stamp_ns: int) -> BatchMessages | bool:
         """The byte templates of the outputs, or False when they do not give the ordinary
         serialisation of keyframe ``e`` byte for byte (or covariances are published)."""
-        if self.settings["publish_covariance"]:
+        templates = self._batch_messages
+        if templates is None:
             return False
         try:
-            templates = BatchMessages(self.mech, self.names)
             ok = templates.usable(stamp_ns, *self._arrays([e], True))
         except Exception as exc:                          # noqa: BLE001 (the ordinary path works)
             self.get_logger().warning(f"output templates unusable ({exc}): messages built one by one")
