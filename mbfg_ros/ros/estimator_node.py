@@ -183,6 +183,9 @@ class EstimatorNode(Node):
         # readings the stamp order holds go out by time too (a topic fell silent, the window
         # passed): this timer runs only while it holds some
         self._release_timer = self.create_timer(self.RELEASE_POLL, self._step, clock=steady)
+        self._ready: list = []                   # readings released, not fed yet (a backlog)
+        self._backlog_timer = self.create_timer(self.BACKLOG_POLL, self._step, clock=steady)
+        self._backlog_timer.cancel()
         self._switching: dict[str, str] = {}      # load-cell topics changing message type
         if any(FLOAT64 in types for types in self.router.topics.values()):
             self._type_timer = self.create_timer(1.0, self._follow_publisher_types, clock=steady)
@@ -215,6 +218,9 @@ class EstimatorNode(Node):
 
     DRAIN = 500
     """Most messages taken from one subscription per executor wake-up."""
+
+    BACKLOG_POLL = 0.0005
+    """s: period of the step while a backlog waits (the executor takes messages in between)."""
 
     RELEASE_POLL = 0.01
     """s: period of the step that releases readings the stamp order holds by time (only while
@@ -349,11 +355,15 @@ class EstimatorNode(Node):
         """Take what is queued through the intake: the time rules, then stamp order across
         topics (:class:`~mbfg_ros.intake.stamp_order.StampOrder` on the steady clock: a reading
         waits while an active topic may still send one stamped before it, at most
-        ``reorder_window``), feed what is due and publish the estimates; a backlog is fed in
-        slices with /diagnostics between them when due."""
+        ``reorder_window``), feed what is due and publish the estimates. A backlog is fed in
+        slices for at most :data:`STEP_BUDGET` s per step (/diagnostics between slices when
+        due); the rest waits for the next step (:attr:`_backlog_timer`), so the executor takes
+        the messages that came meanwhile (DDS keeps only ``qos_depth`` of them), which wait in
+        the input queue until the backlog is fed."""
         feeder = self.feeder
         now = time.monotonic_ns()
-        if len(self.queue):
+        ready = self._ready
+        if not ready and len(self.queue):
             batch = self.queue.take_all(timeout=0.0)
             with self._lock:                    # (a time jump feeds and resets the estimator)
                 for r in batch:
@@ -361,23 +371,37 @@ class EstimatorNode(Node):
                 out = self._messages_of_estimates()
             self.queue.mark_processed(batch)
             self._publish(out)
-        ready = feeder.release(now)
-        self._in_feed = len(ready)
-        for i in range(0, len(ready), self.SLICE):
-            part = ready[i:i + self.SLICE]
+        ready.extend(feeder.release(now))
+        deadline = time.monotonic() + self.STEP_BUDGET
+        done = 0
+        while done < len(ready):
+            part = ready[done:done + self.SLICE]
             with self._lock:
                 feeder.feed(part)
                 out = self._messages_of_estimates()
-                self._in_feed -= len(part)
+                done += len(part)
+                self._in_feed = len(ready) - done
             self._publish(out)
-            if len(ready) > self.SLICE:
+            if done < len(ready):
+                if time.monotonic() >= deadline:
+                    break
                 self._diagnostics_if_due()
-        held = len(self.order) > 0
-        if held == self._release_timer.is_canceled():
-            if held:
-                self._release_timer.reset()
+        del ready[:done]
+        self._in_feed = len(ready)
+        self._timer_while(self._backlog_timer, bool(ready))
+        self._timer_while(self._release_timer, not ready and len(self.order) > 0)
+
+    @staticmethod
+    def _timer_while(timer, wanted: bool) -> None:
+        """Run ``timer`` if ``wanted``, else cancel it."""
+        if wanted == timer.is_canceled():
+            if wanted:
+                timer.reset()
             else:
-                self._release_timer.cancel()
+                timer.cancel()
+
+    STEP_BUDGET = 0.02
+    """s: longest one step feeds a backlog before the executor takes messages again."""
 
     SLICE = 50
     """Readings fed per slice (the lock is released and outputs published between slices)."""
@@ -564,8 +588,8 @@ class EstimatorNode(Node):
 
 
 PROFILE_ENV = "MBFG_NODE_PROFILE"
-"""Environment variable: a file name; the node then runs under cProfile and writes its
-statistics there when it exits (how README "The live node" profiles it)."""
+"""Environment variable: a file name; the node then runs under cProfile (timed by its thread's
+CPU clock) and writes its statistics there when it exits (how README "The live node" profiles it)."""
 
 
 def main(args: list[str] | None = None) -> int:
@@ -575,7 +599,7 @@ def main(args: list[str] | None = None) -> int:
     if not target:
         return _main(args)
     import cProfile
-    profile = cProfile.Profile()
+    profile = cProfile.Profile(time.thread_time)     # CPU time: a loaded machine's waits left out
     try:
         return profile.runcall(_main, args)
     finally:

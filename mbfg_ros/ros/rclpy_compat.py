@@ -13,7 +13,7 @@ publishing serialized bytes, ``rclpy.init(domain_id=...)``, ``rclpy.try_shutdown
 executor's ``sub.handle.take_message``.
 
 - The events executor (``rclpy.experimental.EventsExecutor``) is in Kilted and in Jazzy's late
-  patch releases (7.1.6 has it, 7.1.3 not), absent in Humble: :func:`node_executor` gives it
+  patch releases (7.1.5 and 7.1.6 have it, 7.1.3 not), absent in Humble: :func:`node_executor` gives it
   where it exists (the ``estimator`` node spins it), ``SingleThreadedExecutor`` elsewhere or
   when the environment variable ``MBFG_EXECUTOR`` is ``single``. Its ``spin()`` (Kilted's rclpy
   9.1) does not give the GIL up while it waits: another thread of the process never runs again
@@ -31,7 +31,7 @@ except ImportError:           # Humble: the same classes in rclpy.qos_event (ren
 
 try:
     from rclpy.experimental import EventsExecutor
-except ImportError:           # Humble, Jazzy before 7.1.6
+except ImportError:           # Humble, early Jazzy
     EventsExecutor = None
 
 EXECUTOR_ENV = "MBFG_EXECUTOR"
