@@ -51,6 +51,11 @@ def run(args: argparse.Namespace) -> int:
                   f"at {b['needed_keyframe_rate']:g} Hz or faster")
             if b.get("warning"):
                 print(f"WARNING: {b['warning']}")
+        for name, j in b.get("jitter", {}).items():
+            cost = f", {j['over_noise']:.1f} times its noise" if j["over_noise"] is not None else ""
+            print(f"  {name}: stamp jitter {j['jitter_s'] * 1e3:.3f} ms RMS; at its RMS speed {j['rms_speed']:.2g} "
+                  f"that is {j['error']:.2g} of position error{cost} (added to each reading's noise: "
+                  f"estimator.stamp_jitter)")
     if args.json:
         Path(args.json).write_text(json.dumps(facts, indent=2) + "\n")
     return 0

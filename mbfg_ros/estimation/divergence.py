@@ -85,6 +85,8 @@ class DivergenceMonitor:
         self.periods: deque[DivergencePeriod] = deque(maxlen=KEPT_PERIODS)   # newest, open ones included
         self.period_count = 0                           # every period since the start
         self._run: dict[str, list[float]] = {}          # sensor -> [sum of squares, readings] since the start
+        self._raw: dict[str, list[float]] = {}          # the same before the floors
+        self.floor: dict[str, float] = {}               # sensor -> the level its residuals are judged against (1)
 
     def add(self, sensor: str, stamp: float, residuals) -> None:
         """Whitened residuals (sigmas, one per reading) of ``sensor``'s readings near ``stamp``."""
@@ -96,6 +98,13 @@ class DivergenceMonitor:
             sq = 1e300
         if self._first is None:
             self._first = stamp
+        if stamp >= self._first + self.settle:
+            raw = self._raw.setdefault(sensor, [0.0, 0])
+            raw[0] += min(sq, 1e300)
+            raw[1] += n
+        f = self.floor.get(sensor)
+        if f is not None:
+            sq /= f * f
         if stamp >= self._first + self.settle:
             run = self._run.setdefault(sensor, [0.0, 0])
             run[0] += min(sq, 1e300)
@@ -131,6 +140,17 @@ class DivergenceMonitor:
         at the estimate it was solved in (restarts included; the start-up left out, as the
         replay's RMSE leaves out its first second)."""
         return {s: math.sqrt(sq / n) for s, (sq, n) in self._run.items() if n}
+
+    def calibrate(self, sensors, most: float) -> None:
+        """Judge each of ``sensors`` against the residual level it has shown since ``settle``
+        (its RMS, sigmas, within [1, ``most``]) instead of 1: a real machine's encoders read what
+        their datasheet noise leaves out (:mod:`.model_uncertainty` calls this while it chooses
+        the model's uncertainty, after which the levels are held). A level above the limit
+        still fails; a later rise by ``limit`` times fails."""
+        for name in sensors:
+            sq, n = self._raw.get(name, (0.0, 0))
+            if n:
+                self.floor[name] = min(max(1.0, math.sqrt(sq / n)), most)
 
     @property
     def failing(self) -> dict[str, float]:
@@ -230,8 +250,8 @@ class LossJudge:
             rms = mon.rms.get(name, 0.0)
             whole = stamp - p.start >= mon.window
             sigma = self.encoder_radians.get(name)
-            if sigma is not None and rms * sigma > SLIP_RADIANS:
-                mon.lose(name, f"{rms * sigma:.2f} rad from the estimate (a whole-turn slip, or lost)")
+            if sigma is not None and rms * mon.floor.get(name, 1.0) * sigma > SLIP_RADIANS:
+                mon.lose(name, f"{rms * mon.floor.get(name, 1.0) * sigma:.2f} rad from the estimate (a whole-turn slip, or lost)")
             elif none_agree and whole and len(reading) >= 2:
                 mon.lose(name, "no sensor agrees with the estimate: " + ", ".join(sorted(reading)))
             elif none_agree and whole and rms > LOST_SIGMAS * mon.limit:

@@ -11,7 +11,8 @@ Sensor names are the config's; known input efforts come in as ``"command:<joint>
 This module is the keyframe loop; each concept it uses has a module of its own: input
 (:mod:`.sample_gate`, :mod:`.known_efforts`, :mod:`.late_readings`), scheduling
 (:mod:`.schedule`), linearising (:mod:`.linearization`, :mod:`.step_function`,
-:mod:`.start_state`, :mod:`.integration_noise`, :mod:`.relinearization`), solving
+:mod:`.start_state`, :mod:`.integration_noise`, :mod:`.relinearization`, :mod:`.stamp_jitter`,
+:mod:`.model_uncertainty`), solving
 (:mod:`.smoother`: one linear factor per step on GTSAM ISAM2, keyframes older than ``lag``
 marginalised as they leave the window), health (:mod:`.divergence`, :mod:`.grid_advice`,
 :mod:`.restarts`, :mod:`.start_search`) and output (:mod:`.estimate_output`, :mod:`.outputs`).
@@ -21,6 +22,7 @@ from __future__ import annotations
 import gc
 import math
 import time
+from functools import partial
 
 import numpy as np
 
@@ -32,6 +34,7 @@ from mbfg_ros.estimation.known_efforts import KnownEfforts
 from mbfg_ros.estimation.late_readings import add_late, reading_factor
 from mbfg_ros.estimation.layout import StateLayout
 from mbfg_ros.estimation.linearization import StepLinearizer
+from mbfg_ros.estimation.model_uncertainty import SKIP, ModelUncertainty, score_innovations
 from mbfg_ros.estimation.outputs import Estimate, Forces, Health, SensorCounts, estimate_forces
 from mbfg_ros.estimation.relinearization import Relinearizer, StepRecords
 from mbfg_ros.estimation.restarts import SEARCH_SECONDS, Restarts
@@ -59,18 +62,16 @@ class Estimator:
                  initial_state: np.ndarray | None = None, prior_sigma: np.ndarray | None = None,
                  lagged: bool = False, covariance: bool = False, freeze_gc: bool = True,
                  step_function: StepFunction | None = None, search: bool = True,
-                 local_truncation: bool = True) -> None:
+                 local_truncation: bool = True, model_scale: float | None = None) -> None:
         """``initial_q``/``initial_v`` or ``initial_state`` (a whole first state, layout order):
-        where the first run starts instead of the config's assembly, with ``prior_sigma``
-        (default the config's prior sigmas). ``lagged``: also the smoothed estimates a lag
-        later; ``covariance``: the DOF state's marginal covariance with each filtered estimate.
-        ``step_function``: a StepFunction built for the same mechanism and settings (estimators
-        of one mechanism share the compiled function; by default it comes from a cache).
-        ``search``: on a rig whose DOF positions no encoder reads, pick the start (and the
-        restart of a lost estimate) among several hypotheses (:mod:`.start_search`).
-        ``local_truncation``: a step refined by Gauss-Newton gets its integration noise raised to
-        its own local truncation (:meth:`.IntegrationNoise.local`); off for the probes that score
-        start hypotheses, which must be held to the model as configured."""
+        the first run's start instead of the config's assembly, with ``prior_sigma`` (default the
+        config's). ``lagged``: also the smoothed estimates a lag later; ``covariance``: the DOF
+        state's marginal covariance with each filtered estimate. ``step_function``: one built for
+        the same mechanism and settings (by default from a cache). ``search``: without encoders
+        on the DOFs, start (and restart) from the best of several hypotheses (:mod:`.start_search`).
+        ``local_truncation``: a Gauss-Newton-refined step's integration noise raised to its local
+        truncation (off for the start probes). ``model_scale``: the model uncertainty's scale held
+        fixed (a candidate of :mod:`.model_uncertainty`); None: 1, or chosen online (the config)."""
         t_build = time.perf_counter()
         self.mech = mechanism
         self.cfg = cfg = config or mechanism.config.estimator
@@ -90,7 +91,8 @@ class Estimator:
         self.linearizer = StepLinearizer(self.fn, cfg, self.health,
                                          self.integration if local_truncation else None)
         self.relinearizer = Relinearizer(cfg, self.lay.n, mechanism.dependent)
-        self.measuring = [SensorStream(res.name, res.kind, res.index, res.dim) for res in self.fn.residuals]
+        stated = None if cfg.stamp_jitter_auto else cfg.stamp_jitter
+        self.measuring = [SensorStream(res.name, res.kind, res.index, res.dim, stated) for res in self.fn.residuals]
         streams = self.measuring + [SensorStream(COMMAND_PREFIX + name, "command", mechanism.index[name], 1)
                                     for name in mechanism.known_input_joints]
         self.gate = SampleGate({s.name: s for s in streams})
@@ -110,6 +112,9 @@ class Estimator:
         self._judge = LossJudge({e.config.name: e.config.noise for e in mechanism.encoders
                                  if mechanism.angular[e.index]})
         self.restarts = Restarts(self, search, given_start=initial_q is not None or initial_state is not None)
+        self.model_scale = 1.0 if model_scale is None else float(model_scale)
+        self.uncertainty = ModelUncertainty.of(self, model_scale, initial_q=initial_q, initial_v=initial_v,
+                                               initial_state=initial_state, prior_sigma=prior_sigma, search=search)
         self.start_fresh(None, prior_sigma)
         self.startup_s = time.perf_counter() - t_build
         if freeze_gc:
@@ -185,12 +190,15 @@ class Estimator:
         in line again, and the start of a new run (a reset) when JUMP_CONFIRM such readings
         come in a row (:mod:`.sample_gate`).
         """
+        if self.uncertainty is not None and self.uncertainty.active:
+            self.uncertainty.feed(self, sensor, stamp, value)
         got = self.gate.admit(sensor, stamp, value)
         if not isinstance(got, Admitted):
             if got == "unknown_sensor":
                 self.health.unknown_sensor += 1
             return got
         s, y = got.stream, got.value
+        s.stamps.add(stamp)
         if stamp < self.gate.back_limit:
             held = self.gate.hold(sensor, stamp, value)
             if held is None:
@@ -232,8 +240,7 @@ class Estimator:
         return status
 
     def _open(self) -> None:
-        """Start the run at the earliest reading waiting (the initial state may come from the
-        waiting encoder readings, or from the best start hypothesis over them)."""
+        """Start the run at the earliest waiting reading (the state from them, or the start search)."""
         if self.x_start is None:
             self.x_start = self.initial_state()
             if self.restarts.search_start and self.inbox.waiting:
@@ -268,10 +275,6 @@ class Estimator:
         if self.want_lagged and self.smoother.keys:
             self.output.emit_lagged(sch.closed - self.window)
 
-    def known_efforts(self, stamp: float) -> np.ndarray:
-        """Known input efforts at ``stamp`` (linear between commands, held beyond them)."""
-        return self.efforts.at(stamp)
-
     def _close_ready(self) -> None:
         sch = self.schedule
         while sch.next_ready():
@@ -285,9 +288,6 @@ class Estimator:
         default this run's)."""
         return self.linearizer.linearize(x0, x1, p, prior if prior is not None else (self.x_start, self.prior_sigma),
                                          copy)
-
-    def _linearize_view(self, x0: np.ndarray | None, x1: np.ndarray, p: np.ndarray):
-        return self.linearize(x0, x1, p, copy=False)
 
     def step_readings(self, p: np.ndarray, t_prev: float, taken: list[int] | None = None) -> list:
         """(stream, stamp, value) of the readings in a step's parameters (:func:`.step_readings`)."""
@@ -305,6 +305,8 @@ class Estimator:
         p = self._p
         extra = self.inbox.take(k, p, sch)
         p[self.layout.integration] = self.integration.sigmas()
+        if self.layout.model_scale is not None:
+            p[self.layout.model_scale] = self.model_scale
         if self.efforts:
             self.efforts.fill(p, self.layout, self.measuring, t_k, self.h)
         if first and self.x_start is None:
@@ -330,6 +332,8 @@ class Estimator:
             # x1 becomes keyframe k's theta; a committed x_prev may have moved from its theta
             factors = [self.smoother.factor(k, r, J0, J1, x_prev if committed_prev else None)]
             taken = count_step(self.measuring, self.fn.step.stats)
+            if self.linearizer.innovations is not None and t_k - sch.t0 >= SKIP:
+                score_innovations(self.measuring, self.layout, self.linearizer.innovations)
             used_extra = []
             for s, stamp, value in extra:
                 if first:                     # (only readings stamped at the run's very start)
@@ -382,7 +386,7 @@ class Estimator:
                 del self.states[kk]
             k = sch.closed
             x_k = self.relinearizer.after_update(self.smoother, self.records, k, self.states.get(k),
-                                                 self._linearize_view, self.health)
+                                                 partial(self.linearize, copy=False), self.health)
             if x_k is not None:
                 self.states[k] = x_k
             self._marginalize()
@@ -427,10 +431,6 @@ class Estimator:
     def estimate(self) -> Estimate | None:
         """The newest (filtered) estimate."""
         return self.output.last
-
-    def lagged_estimate(self) -> Estimate | None:
-        """The oldest estimate of the window (smoothed over the whole lag), if enabled."""
-        return self.output.last_lagged
 
     def pop_estimates(self) -> list[Estimate]:
         """Filtered estimates of the keyframes closed since the last call, oldest first."""

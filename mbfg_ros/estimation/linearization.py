@@ -44,6 +44,7 @@ class StepLinearizer:
         self.layout = fn.layout
         self.cfg = cfg
         self.health = health
+        self.innovations: np.ndarray | None = None   # set to an array: each refined step's |whitened innovations|
 
     def linearize(self, x0: np.ndarray | None, x1: np.ndarray, p: np.ndarray | None,
                   prior: tuple[np.ndarray, np.ndarray], copy: bool = True):
@@ -75,6 +76,8 @@ class StepLinearizer:
         extra = 0 if x0 is None else self.cfg.gauss_newton_adaptive
         done = 0
         r, J0, J1 = self.linearize(x0, x1, None, prior, copy=False)
+        if self.innovations is not None:            # the readings at the predicted state
+            self.innovations[:] = self.fn.step.abs
         while done < iterations or (done < iterations + extra and self.poor_point(r)):
             if done and x0 is not None and self._raise_to_local_truncation(x_before, x0, x1):
                 r, J0, J1 = self.linearize(x0, x1, None, prior, copy=False)
@@ -130,6 +133,7 @@ class StepLinearizer:
         if b.tau:
             V[0, 1 + s.dim:] = tau
         p[b.mean_abs] = s.mean_abs
+        p[b.jitter] = s.jitter
         r, J0, J1 = fn(x0, x1)
         if not fn.finite():
             raise LinearizationError(f"a reading of {s.name} gave a non-finite residual")

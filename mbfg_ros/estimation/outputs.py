@@ -137,6 +137,8 @@ class Health:
     last_reinitialisation: str = ""
     start_searches: int = 0                # start-hypothesis searches (start_search.py), at start and when lost
     last_start_search: str = ""
+    model_scale: float = 1.0               # the scale of the model's uncertainty in use (model_uncertainty.py)
+    model_scale_searched: bool = False     # whether the innovations started its search
 
     def latency(self, cpu: bool = False, whole_run: bool = False) -> tuple[float, float, float]:
         """(mean, p99, max) update time in ms per keyframe (wall, or thread CPU), over the last

@@ -121,6 +121,7 @@ class StepInbox:
         self.counts = [[0] * len(streams) for _ in range(ahead)]
         self.blocks = [(b.start, b.width, b.slots, b.sensor.dim) for b in layout.blocks]
         self.mean_abs = [b.mean_abs for b in layout.blocks]
+        self.jitter = [b.jitter for b in layout.blocks]
         self.waiting: list[tuple[int, float, object]] = []      # before the run: (stream, stamp, value)
         self.later: list[tuple[int, int, float, object]] = []    # (k, stream, stamp, value)
         self.pending = [0] * len(streams)
@@ -190,7 +191,7 @@ class StepInbox:
 
     def take(self, k: int, p: np.ndarray, schedule: "KeyframeSchedule") -> list:
         """Move keyframe k's row into p (its slots; the rest unused) and reset it, with each
-        sensor's current innovation mean (robust weights). Sets each stream's ``taken``; returns the readings of k beyond its slots as (stream, stamp, value)
+        sensor's current innovation mean (robust weights) and stamp jitter. Sets each stream's ``taken``; returns the readings of k beyond its slots as (stream, stamp, value)
         and moves readings that now fit the ring into it."""
         r = k % self.K
         p[:] = self.rows[r]
@@ -201,6 +202,7 @@ class StepInbox:
             self.pending[i] -= cnt[i]
             cnt[i] = 0
             p[self.mean_abs[i]] = s.mean_abs          # the sensor's innovation scale, now
+            p[self.jitter[i]] = s.jitter              # and its stamps' timing error
         extra = []
         if self.later:
             later, self.later = self.later, []

@@ -6,7 +6,9 @@ from collections import deque
 
 import numpy as np
 
+from mbfg_ros.estimation.model_uncertainty import InnovationSum
 from mbfg_ros.estimation.outputs import SensorCounts
+from mbfg_ros.estimation.stamp_jitter import StampJitter
 
 GAUSSIAN_MEAN_ABS = math.sqrt(2.0 / math.pi)      # E|r| of a unit Gaussian: 0.7979
 INNOVATION_RATE = 0.02       # weight of a new |innovation| in the running mean (about 50 count)
@@ -15,7 +17,8 @@ INNOVATION_CLIP = 10.0       # |innovations| are clipped here, so a lone outlier
 
 class SensorStream:
     """One input stream (``kind``: a sensor kind or command): its counts, its recent
-    stamps (duplicates), its newest stamp of the run, and its running innovation scale.
+    stamps (duplicates), its newest stamp of the run, its running innovation scale and its
+    stamps' timing error (``jitter``, s: ``stated`` if given, else measured from its stamps).
 
     ``index`` is the sensor's index in the mechanism's list of its kind (the joint index for
     known-input commands); ``dim`` the number of values per reading (3 for a gyro or an
@@ -23,8 +26,11 @@ class SensorStream:
     :class:`~mbfg_ros.estimation.schedule.StepInbox`.
     """
 
-    def __init__(self, name: str, kind: str, index: int, dim: int) -> None:
+    def __init__(self, name: str, kind: str, index: int, dim: int, stated_jitter: float | None = None) -> None:
         self.name, self.kind, self.index, self.dim = name, kind, index, dim
+        self.stated_jitter = stated_jitter
+        self.stamps = StampJitter()
+        self.innovations = InnovationSum()    # scored innovations (model_uncertainty.py)
         self.counts = SensorCounts()
         self.run_last = -math.inf            # newest stamp since the current run started
         self.mean_abs = GAUSSIAN_MEAN_ABS    # running mean of |whitened innovation|
@@ -45,7 +51,13 @@ class SensorStream:
             self._recent_set.discard(self._recent.popleft())
         return False
 
+    @property
+    def jitter(self) -> float:
+        """s, the standard deviation of its stamps' timing error: as stated, or as measured."""
+        return self.stamps.sigma if self.stated_jitter is None else self.stated_jitter
+
     def forget_recent(self) -> None:
+        self.stamps.restart()
         self._recent.clear()
         self._recent_set.clear()
         self.mean_abs, self.scale = GAUSSIAN_MEAN_ABS, 1.0

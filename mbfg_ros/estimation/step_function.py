@@ -20,11 +20,14 @@ Rows, in order:
    keyframes (q quintic Hermite on q, v, a; v cubic Hermite on v, a; linear on the rest, see
    :func:`interpolate`) and the
    sensor's residual (:mod:`mbfg_ros.estimation.sensor_residuals`) taken there, with the robust
-   kernel's IRLS weight inside.
+   kernel's IRLS weight inside, and its stamp's timing error in its noise
+   (:func:`timing_weights`, ``estimator.stamp_jitter``).
 
+The dynamics noise and the unknown inputs' and model-error forces' random walks are multiplied
+by the step's ``model_scale`` parameter (1: as configured; :mod:`.model_uncertainty` chooses it).
 Sensor readings sit in fixed slots of the parameter vector ``p`` (:class:`StepLayout`): per
 sensor, ``slots`` readings (fraction of the step, active flag, values, known efforts at the
-stamp if the sensor needs them) and the sensor's innovation scale; an unused slot gives zero
+stamp if the sensor needs them), the sensor's innovation scale and its stamps' jitter; an unused slot gives zero
 rows. Readings beyond a sensor's slots, and readings that arrive after their step was solved, go
 through the one-reading function of their sensor (:attr:`StepFunction.reading`).
 
@@ -144,17 +147,30 @@ def robust_weight(rn, loss: RobustLossConfig, scale):
     return ca.SX(1.0)
 
 
+def timing_weights(e, s_raw, h: float, jitter):
+    """Per row of a reading's whitened residual ``e`` (taken at the fraction ``s_raw`` of a step
+    of ``h`` s): 1 / sqrt(1 + (jitter d e / d t)^2), the factor that whitens it by its noise and
+    its stamp's timing error added in quadrature. The reading's predicted rate of change
+    d e / d t = (d e / d s) / h (sigmas per s, along the interpolated motion) times the timing
+    error's standard deviation ``jitter`` (s) is the error a stamp off by that much makes: at
+    10 rad/s a stamp 0.3 ms off is 3e-3 rad, thirty times an encoder's quantisation."""
+    rate = ca.jacobian(e, s_raw) / h
+    return 1.0 / ca.sqrt(1.0 + (jitter * rate) ** 2)
+
+
 @dataclass(frozen=True)
 class SlotBlock:
     """Where one sensor's readings sit in ``p`` and in the outputs.
 
-    In ``p`` a block is the sensor's running mean |whitened innovation| (``mean_abs``), then
-    ``slots`` rows of ``width`` values: the fraction of the step (t - t_{k-1}) / h, negative for
-    an unused slot; the reading's values (``dim``); the known efforts at its stamp (n, if the
-    sensor needs them)."""
+    In ``p`` a block is the sensor's running mean |whitened innovation| (``mean_abs``), the
+    standard deviation of its stamps' timing error (``jitter``, s), then ``slots`` rows of
+    ``width`` values: the fraction of the step (t - t_{k-1}) / h, negative for an unused slot;
+    the reading's values (``dim``); the known efforts at its stamp (n, if the sensor needs
+    them)."""
     sensor: object               # its residual model (sensor_residuals)
     slots: int
     mean_abs: int                # index in p
+    jitter: int                  # index in p
     start: int                   # first slot row in p
     width: int
     tau: bool
@@ -192,6 +208,12 @@ class StepLayout:
             nz = cfg.noise
             self.integration_default = integration_sigmas(nz.integration_position, nz.integration_velocity, h,
                                                           mech.config.top_speed)
+        # the scale of the model's uncertainty (the dynamics noise and the input and model-error
+        # random walks), chosen online (model_uncertainty.py); 1: as configured
+        self.model_scale = None
+        if model_rows:
+            self.model_scale = P
+            P += 1
         self.integration_rows = (2 * n) if model_rows else 0
         slow = lay.dim - lay.slow.start
         self.walk_rows = slow if model_rows else 0
@@ -212,9 +234,9 @@ class StepLayout:
                 continue
             width = 1 + res.dim + (n if res.needs_tau else 0)
             rows = slice(R, R + S * res.rows)
-            self.blocks.append(SlotBlock(res, S, P, P + 1, width, res.needs_tau, rows, slice(A, A + S),
+            self.blocks.append(SlotBlock(res, S, P, P + 1, P + 2, width, res.needs_tau, rows, slice(A, A + S),
                                          len(self.blocks)))
-            P += 1 + S * width
+            P += 2 + S * width
             R = rows.stop
             A += S
         self.P, self.R, self.readings = P, R, A
@@ -226,11 +248,13 @@ class StepLayout:
         return None
 
     def empty_parameters(self) -> np.ndarray:
-        """A parameter vector with every slot unused and Gaussian innovation means."""
+        """A parameter vector with every slot unused, Gaussian innovation means, no stamp jitter
+        and the model's uncertainty as configured."""
         p = np.zeros(max(self.P, 1))
         if self.integration is not None:
             n = self.n
             p[self.integration] = [self.integration_default[0]] * n + [self.integration_default[1]] * n
+            p[self.model_scale] = 1.0
         for b in self.blocks:
             p[b.mean_abs] = GAUSSIAN_MEAN_ABS
             b.view(p)[:, 0] = -1.0
@@ -343,9 +367,11 @@ class StepFunction:
         # the integration noise per coordinate, from the parameters (StepLayout.integration)
         sig = p[L.integration]
         out = [rq / sig[:n], rv / sig[n:]]
+        scale = p[L.model_scale]
         if L.walk_rows:
-            sig = self._random_walk_sigmas() * math.sqrt(h)
-            out.append((x1[lay.slow.start:] - x0[lay.slow.start:]) / ca.DM(sig))
+            sig, scaled = self._random_walk_sigmas()
+            sig = ca.DM(sig * math.sqrt(h)) * (1.0 + ca.DM(scaled) * (scale - 1.0))
+            out.append((x1[lay.slow.start:] - x0[lay.slow.start:]) / sig)
         z = parts(lay, q1, v1, x1[2 * n:])
         if m:
             phi, phid, phidd = self.sym.closure_levels(z.q, z.v, z.a)
@@ -355,15 +381,20 @@ class StepFunction:
         tau = p[L.tau] if L.tau is not None else ca.DM.zeros(n)
         d = self.sym.dynamics_residual(z.q, z.v, z.a, z.lam, tau, z.u, z.gravity_scale, z.mass_scale,
                                        z.e if lay.n_e else None, model_error_joints(mech))
-        out.append(d / nz.dynamics)
+        out.append(d / (nz.dynamics * scale))
         if L.multiplier_rows:
             out.append(z.lam / nz.multiplier)
         return ca.vertcat(*out)
 
-    def _random_walk_sigmas(self) -> np.ndarray:
+    def _random_walk_sigmas(self) -> tuple[np.ndarray, np.ndarray]:
+        """The slow states' random walks (per sqrt(s)), and which of them are the model's
+        uncertainty (the unknown inputs' and the model-error forces': scaled by the step's
+        ``model_scale``)."""
         nz, lay = self.cfg.noise, self.lay
         out = [nz.input_random_walk] * lay.n_u
         out += [self.cfg.model_error.random_walk] * lay.n_e
+        scaled = np.zeros(lay.dim - lay.slow.start)
+        scaled[:len(out)] = 1.0
         for sensor, sl in zip(self.mech.sensors, lay.bias_slices):
             if sl is not None:
                 out += [max(sensor.bias_instability, 1e-9)] * (sl.stop - sl.start)
@@ -371,7 +402,7 @@ class StepFunction:
             out.append(nz.gravity_random_walk)
         if lay.has_mass:
             out.append(nz.mass_random_walk)
-        return np.asarray(out, float)
+        return np.asarray(out, float), scaled
 
     def _compile(self, name: str, L: StepLayout, model_rows: bool) -> CompiledRows:
         lay, h, n = self.lay, self.h, self.mech.n
@@ -383,6 +414,7 @@ class StepFunction:
         rows = [self._model_rows(x0, x1, p, L)] if model_rows else []
         ones = [ca.DM.ones(rows[0].shape[0])] if model_rows else []
         absr, weights, stats = [], [], []
+        timing = self.cfg.stamp_jitter_auto or self.cfg.stamp_jitter > 0
         for b in L.blocks:
             res = b.sensor
             m0 = p[b.mean_abs]
@@ -397,10 +429,12 @@ class StepFunction:
                 tau = p[o + 1 + res.dim:o + 1 + res.dim + n] if b.tau else None
                 q, v, tail = interpolate(lay, x0, x1, s, h)
                 e = res.error(self.sym, parts(lay, q, v, tail), y, tau)
-                rn = ca.norm_2(e) / math.sqrt(res.rows)
+                # the stamp's timing error, in the reading's noise (held fixed in the Jacobian)
+                tw = timing_weights(e, s_raw, h, p[b.jitter]) if timing else 1.0
+                rn = ca.norm_2(e * tw) / math.sqrt(res.rows)
                 w = robust_weight(rn, self.cfg.robust_loss, scale)
                 rows.append(e)
-                ones.append(ca.repmat(act * ca.sqrt(w), res.rows, 1))
+                ones.append(act * ca.sqrt(w) * tw * ca.DM.ones(res.rows))
                 absr.append(act * rn)
                 weights.append(act * w + (1 - act))
                 acts.append(act)

@@ -165,6 +165,21 @@ class ModelErrorConfig:
 
 
 @dataclass(frozen=True)
+class ModelUncertaintyConfig:
+    """The scale of the model's uncertainty (``noise.dynamics``, ``noise.input_random_walk`` and
+    ``model_error.random_walk`` together), chosen online from the sensors' innovations
+    (:mod:`mbfg_ros.estimation.model_uncertainty`).
+
+    adapt: choose it online (false: the configured noises as they are, scale 1).
+    min, max: the bounds of the scale.
+    seconds: s of each run (after a start or a restart) over which it is chosen; then held."""
+    adapt: bool = True
+    min: float = 0.01
+    max: float = 1.0
+    seconds: float = 6.0
+
+
+@dataclass(frozen=True)
 class RobustLossConfig:
     """Robust kernel on sensor factors; ``threshold`` is in standard deviations."""
     type: str = "huber"
@@ -194,6 +209,9 @@ class EstimatorConfig:
     noise: NoiseConfig = field(default_factory=NoiseConfig)
     robust_loss: RobustLossConfig = field(default_factory=RobustLossConfig)
     model_error: ModelErrorConfig = field(default_factory=ModelErrorConfig)
+    model_uncertainty: ModelUncertaintyConfig = field(default_factory=ModelUncertaintyConfig)
+    stamp_jitter: float = 0.0            # s, the stamps' timing error (sigma) of every sensor ...
+    stamp_jitter_auto: bool = True       # ... or measured per sensor from its stamps (``stamp_jitter: auto``)
     divergence_threshold: float = 1e6
     divergence_window: float = 0.5
     divergence_sigma: float = 5.0
@@ -321,7 +339,17 @@ def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
         random_walk=me.float("random_walk", 0.0, nonnegative=True, max=NOISE_RANGE[1], unit="N m per sqrt(s)"),
         prior=noise_field(me, "prior", ModelErrorConfig.prior))
     me.finish()
+    mu = e.node("model_uncertainty", {})
+    dm = ModelUncertaintyConfig()
+    uncertainty = ModelUncertaintyConfig(
+        adapt=mu.bool("adapt", dm.adapt),
+        min=mu.float("min", dm.min, positive=True, min=NOISE_RANGE[0], max=1.0),
+        max=mu.float("max", dm.max, positive=True, min=1.0, max=NOISE_RANGE[1]),
+        seconds=mu.float("seconds", dm.seconds, nonnegative=True, max=1e6, unit="s"))
+    mu.finish()
     d = EstimatorConfig()
+    jitter_auto = e.raw("stamp_jitter", "auto") == "auto"
+    jitter = 0.0 if jitter_auto else e.float("stamp_jitter", 0.0, nonnegative=True, max=1.0, unit="s")
     iters = e.raw("gauss_newton_iterations", d.gauss_newton_iterations)
     adaptive = e.raw("gauss_newton_adaptive", d.gauss_newton_adaptive)
     relin = e.raw("relinearize_budget", d.relinearize_budget)
@@ -353,7 +381,8 @@ def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
         acceleration_constraints=e.bool("acceleration_constraints", d.acceleration_constraints),
         estimate_gravity=e.bool("estimate_gravity", d.estimate_gravity),
         estimate_mass_link=e.str("estimate_mass_link", ""),
-        noise=noise, robust_loss=robust, model_error=model_error,
+        noise=noise, robust_loss=robust, model_error=model_error, model_uncertainty=uncertainty,
+        stamp_jitter=jitter, stamp_jitter_auto=jitter_auto,
         divergence_threshold=e.float("divergence_threshold", d.divergence_threshold, positive=True),
         divergence_window=e.float("divergence_window", d.divergence_window, positive=True, min=0.01, max=60.0,
                                   unit="s"),

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mbfg_ros.estimation.stamp_jitter import StampJitter
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.bag_input import SENSOR, BagInput
 
@@ -23,9 +24,12 @@ SPEED_PERCENTILE = 99.9
 
 def top_speed_from_bag(mech: Mechanism, bag: str | Path, remap: dict[str, str] | None = None) -> dict:
     """The DOF speeds a recording shows: per encoder on a DOF joint, the largest |dq/dt| over
-    10 ms differences of its finite readings (a 99.9th percentile), in rad/s or m/s. Returns
-    {"top_speed": max or None, "encoders": {name: speed}, "readings": {name: count},
-    "problem": text or None}."""
+    10 ms differences of its finite readings (a 99.9th percentile), in rad/s or m/s, and its
+    stamps' jitter as the estimator measures it (:mod:`mbfg_ros.estimation.stamp_jitter`) with
+    what it costs: the position error it makes at the encoder's RMS speed, and that error over
+    the encoder's noise. Returns {"top_speed": max or None, "encoders": {name: speed},
+    "readings": {name: count}, "jitter": {name: {"jitter_s", "rms_speed", "error",
+    "over_noise"}}, "problem": text or None}."""
     encs = {e.config.name: e for e in mech.encoders if e.config.joint in mech.dof_names}
     if not encs:
         return {"top_speed": None, "encoders": {}, "readings": {},
@@ -39,7 +43,7 @@ def top_speed_from_bag(mech: Mechanism, bag: str | Path, remap: dict[str, str] |
             if r.sensor in data:
                 data[r.sensor][0].append(r.stamp_ns)
                 data[r.sensor][1].append(float(r.value[0]))
-    speeds, counts = {}, {}
+    speeds, counts, jitter = {}, {}, {}
     for name, (stamps, values) in data.items():
         t = (np.asarray(stamps, np.int64) - (stamps[0] if stamps else 0)) * 1e-9
         q = np.asarray(values, float)
@@ -57,9 +61,17 @@ def top_speed_from_bag(mech: Mechanism, bag: str | Path, remap: dict[str, str] |
         ok = dt > 0
         if ok.sum() < 2:
             continue
-        speeds[name] = float(np.percentile(np.abs((q[step:] - q[:-step])[ok] / dt[ok]), SPEED_PERCENTILE))
+        rate = np.abs((q[step:] - q[:-step])[ok] / dt[ok])
+        speeds[name] = float(np.percentile(rate, SPEED_PERCENTILE))
+        stamps_of = StampJitter()
+        for ti in t:
+            stamps_of.add(float(ti))
+        rms = float(np.sqrt(np.mean(rate * rate)))
+        err = stamps_of.sigma * rms
+        jitter[name] = {"jitter_s": stamps_of.sigma, "rms_speed": rms, "error": err,
+                        "over_noise": err / encs[name].config.noise if encs[name].config.noise > 0 else None}
     top = max(speeds.values()) if speeds else None
     topics = sorted(t for t, st in inp.stats.items() if set(st.sensors) & set(encs))
-    return {"top_speed": top, "encoders": speeds, "readings": counts,
+    return {"top_speed": top, "encoders": speeds, "readings": counts, "jitter": jitter,
             "problem": None if speeds else "the recording holds too few encoder readings on the DOF joints "
                                            f"(topics {', '.join(topics)})"}

@@ -12,7 +12,8 @@ rejected_stamp, stale, too_old_lagging), ``problems`` (per topic: reason -> mess
 the messages a damaged bag held but that could not be read), ``damage`` (regions: where a bag
 is damaged; truncated; unknown_loss), ``missing_topics``, ``time_jumps``, ``health`` (keyframes,
 recoveries, resets, last ones, relinearizations, gauss_newton_iterations (online: the adaptive
-refinements of the newest keyframe), start_searches, last_start_search, latency_ms
+refinements of the newest keyframe), start_searches, last_start_search, model_scale (the scale
+of the model's uncertainty in use at the end, :mod:`mbfg_ros.estimation.model_uncertainty`), latency_ms
 mean/p99/max), ``gauss_newton_iterations`` (``--smooth``: the smoother's iterations over every
 window; null online), ``eras_not_estimated`` (``--smooth``: eras without a finite reading of any
 sensor), ``diverged`` (spans in which a sensor failed the divergence test while the estimate was
@@ -124,7 +125,7 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
                    "last_recovery": h.last_recovery or None, "last_reset": h.last_reset or None,
                    "relinearizations": h.relinearizations, "residual_rms": _num(h.residual_rms),
                    "gauss_newton_iterations": h.gauss_newton_iterations, "start_searches": h.start_searches,
-                   "last_start_search": h.last_start_search or None,
+                   "last_start_search": h.last_start_search or None, "model_scale": h.model_scale,
                    "latency_ms": {"mean": mean, "p99": p99, "max": mx}},
         # the rolling innovation test (mbfg_ros.estimation.divergence): spans in which a sensor's
         # whitened residual RMS over divergence_window s exceeded divergence_sigma, with the
@@ -276,6 +277,8 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
                      f"{f['last_reinitialisation']}")
     if h.get("start_searches"):
         lines.append(f"  start hypotheses searched {h['start_searches']} times; last {h['last_start_search']}")
+    if h.get("model_scale", 1.0) != 1.0:
+        lines.append(f"  model uncertainty scaled by {h['model_scale']:.3g} (chosen from the innovations)")
     test = f"{f['divergence_test']['window_s']:g} s above {f['divergence_test']['limit_sigma']:g} sigma"
     for d in f.get("diverged", []):
         end = "the end" if d["end"] is None else f"{d['end']:.3f} s"

@@ -144,7 +144,7 @@ class OnlineReplay:
     def _write(self, rows: list[Estimate]) -> None:
         if rows:
             t0 = time.perf_counter()
-            self._pending.extend((e, self.estimator.known_efforts(e.stamp)) for e in rows)
+            self._pending.extend((e, self.estimator.efforts.at(e.stamp)) for e in rows)
             self.output.clock["forces"] += time.perf_counter() - t0
             if any(self.output.due(e.stamp) for e in rows) or len(self._pending) >= WRITE_BATCH:
                 self._flush()

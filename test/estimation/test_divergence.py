@@ -87,3 +87,22 @@ def test_a_new_period_carries_the_keyframe_rate_note():
     mon = _judged({"rod_gyro": 8.0}, 1.0, note=note)
     assert mon.open["rod_gyro"].note == note
     assert mon.open["rod_gyro"].as_dict()["note"] == note
+
+
+def test_a_calibrated_floor_judges_the_level_a_sensor_showed():
+    """After calibrate (the model-uncertainty search), a sensor whose residuals sat at 4 sigma
+    from the start is judged against 4; five times that still fails; the floor is bounded."""
+    mon = DivergenceMonitor(window=0.5, limit=5.0, settle=0.0)
+    t = np.arange(0.0, 2.0, 0.002)
+    for s in t[:250]:
+        mon.add("enc", s, [4.0])
+        mon.add("far", s, [40.0])
+    mon.calibrate(["enc", "far"], 10.0)
+    assert mon.floor == {"enc": 4.0, "far": 10.0}
+    mon.restart()
+    for s in t[250:500]:
+        mon.add("enc", s, [4.0])
+    assert "enc" not in mon.open and mon.rms["enc"] == 1.0
+    for s in t[500:]:
+        mon.add("enc", s, [21.0])
+    assert "enc" in mon.open

@@ -226,3 +226,21 @@ def test_written_config_without_a_noise_section_and_in_flow_style(tmp_path):
         assert got.estimator.noise.dynamics == 30.0
         assert [x.noise for x in got.sensors.all()] == [float(f"{x.noise * 2:.4g}") for x in cfg.sensors.all()]
         assert got.estimator.keyframe_rate == cfg.estimator.keyframe_rate and got.dof == cfg.dof
+
+
+def test_a_restricted_search_changes_only_what_it_names(short_tune_bag):
+    """--search dynamics,input_random_walk leaves integration_velocity as configured (it took it
+    from 0.001 to 0.034 on a double pendulum recording); integration_position moves with the rescale."""
+    mech = load_rig(FOUR_BAR).mech
+    before = mech.config.estimator.noise.integration_velocity
+    res = tune(short_tune_bag, mech, TuningOptions(search=("dynamics",), max_runs=4))
+    assert res.searched == ("dynamics",)
+    assert "integration_velocity" not in res.after.settings.process
+    changed = write_tuned_config(FOUR_BAR, short_tune_bag.parent / "t.yaml", res.after.settings)
+    assert "estimator.noise.integration_velocity" not in changed
+    assert load_rig(short_tune_bag.parent / "t.yaml").mech.config.estimator.noise.integration_velocity == before
+
+
+@pytest.fixture(scope="module")
+def short_tune_bag(tmp_path_factory):
+    return simulated_bag(tmp_path_factory.mktemp("tune_restricted") / "fb", "four_bar", 2.5, truth=False)
