@@ -16,9 +16,10 @@ executor's ``sub.handle.take_message``.
   patch releases (7.1.5 and 7.1.6 have it, 7.1.3 not), absent in Humble. Jazzy's is not usable
   here: with a raw subscription and a steady-clock timer it delivered 17 of 50 messages and 19 of
   100 timer ticks in a second, and the estimator node under it took nothing. :func:`node_executor`
-  gives it from rclpy 9 (Kilted) on (the ``estimator`` node spins it), ``SingleThreadedExecutor``
-  elsewhere (also when rclpy's version is unknown) or when the environment variable
-  ``MBFG_EXECUTOR`` is ``single``. Its ``spin()`` (Kilted's rclpy
+  gives ``SingleThreadedExecutor``, or the events executor with the environment variable
+  ``MBFG_EXECUTOR=events`` from rclpy 9 (Kilted) on: the estimator node cost the same CPU under
+  both, and a live test's count came short on a loaded machine under the events executor only
+  (README "The live node"). Its ``spin()`` (Kilted's rclpy
   9.1) does not give the GIL up while it waits: another thread of the process never runs again
   and SIGINT goes unanswered (measured: a process at 37 % CPU with an idle node that ignored
   SIGINT and SIGTERM); ``spin_once`` with a timeout does, so :func:`spin` loops on that.
@@ -38,7 +39,7 @@ except ImportError:           # Humble, early Jazzy
     EventsExecutor = None
 
 EXECUTOR_ENV = "MBFG_EXECUTOR"
-"""Environment variable: ``events`` (the default where rclpy has it) or ``single``."""
+"""Environment variable: ``single`` (the default) or ``events`` (from rclpy 9 on)."""
 
 
 EVENTS_EXECUTOR_FROM = 9
@@ -55,10 +56,10 @@ def _rclpy_major() -> int:
 
 
 def node_executor():
-    """A new executor for one node's thread: the events executor from rclpy 9 on (unless
-    ``MBFG_EXECUTOR=single``), else ``SingleThreadedExecutor`` (see the module docstring)."""
+    """A new executor for one node's thread: ``SingleThreadedExecutor``, or the events executor
+    with ``MBFG_EXECUTOR=events`` from rclpy 9 on (see the module docstring)."""
     from rclpy.executors import SingleThreadedExecutor
-    want = os.environ.get(EXECUTOR_ENV, "events").strip().lower()
+    want = os.environ.get(EXECUTOR_ENV, "single").strip().lower()
     if want not in ("events", "single"):
         raise ValueError(f"{EXECUTOR_ENV}={want!r}: expected events or single")
     if want == "events" and EventsExecutor is not None and _rclpy_major() >= EVENTS_EXECUTOR_FROM:
