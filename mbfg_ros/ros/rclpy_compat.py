@@ -17,10 +17,9 @@ executor's ``sub.handle.take_message``.
   here: with a raw subscription and a steady-clock timer it delivered 17 of 50 messages and 19 of
   100 timer ticks in a second, and the estimator node under it took nothing. :func:`node_executor`
   gives ``SingleThreadedExecutor``, or the events executor with the environment variable
-  ``MBFG_EXECUTOR=events`` from rclpy 9 (Kilted) on: the estimator node cost the same CPU under
-  both, and a live test's count came short on a loaded machine under the events executor only
-  (README "The live node"). Its ``spin()`` (Kilted's rclpy
-  9.1) does not give the GIL up while it waits: another thread of the process never runs again
+  ``MBFG_EXECUTOR=events`` from rclpy 9 (Kilted) on: it took 40 % off the estimator node's CPU
+  on a quiet machine, but a live test failed under it on a loaded one (README "The live node").
+  Its ``spin()`` (Kilted's rclpy 9.1) does not give the GIL up while it waits: another thread of the process never runs again
   and SIGINT goes unanswered (measured: a process at 37 % CPU with an idle node that ignored
   SIGINT and SIGTERM); ``spin_once`` with a timeout does, so :func:`spin` loops on that.
 """
