@@ -29,8 +29,8 @@ RobotModel shows it moved by the estimated TF). Service ``~/reset`` (std_srvs/Tr
 output nobody subscribes to is not computed (subscribers are counted once a second);
 ``~/joint_states`` always goes out.
 
-One thread (README "The live node"): the executor's (the events executor where rclpy has one,
-:func:`~mbfg_ros.ros.rclpy_compat.node_executor`). A subscription's callback takes every message
+One thread (README "The live node"): the executor's (the classic one, or the events executor
+with ``MBFG_EXECUTOR=events``: :func:`~mbfg_ros.ros.rclpy_compat.node_executor`). A subscription's callback takes every message
 waiting on it as CDR bytes and decodes them at once (:class:`~mbfg_ros.io.cdr_intake.CdrIntake`:
 the replay's CDR layouts, message by message for irregular ones) into the input queue
 (:class:`~mbfg_ros.ros.sample_queue.SampleQueue`), then runs the estimation step: everything

@@ -13,10 +13,13 @@ publishing serialized bytes, ``rclpy.init(domain_id=...)``, ``rclpy.try_shutdown
 executor's ``sub.handle.take_message``.
 
 - The events executor (``rclpy.experimental.EventsExecutor``) is in Kilted and in Jazzy's late
-  patch releases (7.1.5 and 7.1.6 have it, 7.1.3 not), absent in Humble: :func:`node_executor` gives it
-  where it exists (the ``estimator`` node spins it), ``SingleThreadedExecutor`` elsewhere or
-  when the environment variable ``MBFG_EXECUTOR`` is ``single``. Its ``spin()`` (Kilted's rclpy
-  9.1) does not give the GIL up while it waits: another thread of the process never runs again
+  patch releases (7.1.5 and 7.1.6 have it, 7.1.3 not), absent in Humble. Jazzy's is not usable
+  here: with a raw subscription and a steady-clock timer it delivered 17 of 50 messages and 19 of
+  100 timer ticks in a second, and the estimator node under it took nothing. :func:`node_executor`
+  gives ``SingleThreadedExecutor``, or the events executor with the environment variable
+  ``MBFG_EXECUTOR=events`` from rclpy 9 (Kilted) on: it took 40 % off the estimator node's CPU
+  on a quiet machine, but a live test failed under it on a loaded one (README "The live node").
+  Its ``spin()`` (Kilted's rclpy 9.1) does not give the GIL up while it waits: another thread of the process never runs again
   and SIGINT goes unanswered (measured: a process at 37 % CPU with an idle node that ignored
   SIGINT and SIGTERM); ``spin_once`` with a timeout does, so :func:`spin` loops on that.
 """
@@ -35,17 +38,30 @@ except ImportError:           # Humble, early Jazzy
     EventsExecutor = None
 
 EXECUTOR_ENV = "MBFG_EXECUTOR"
-"""Environment variable: ``events`` (the default where rclpy has it) or ``single``."""
+"""Environment variable: ``single`` (the default) or ``events`` (from rclpy 9 on)."""
+
+
+EVENTS_EXECUTOR_FROM = 9
+"""rclpy major version (Kilted) from which :func:`node_executor` uses the events executor."""
+
+
+def _rclpy_major() -> int:
+    """rclpy's major version from its package metadata (0 when unknown, e.g. a source build)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return int(version("rclpy").split(".")[0])
+    except (PackageNotFoundError, ValueError):
+        return 0
 
 
 def node_executor():
-    """A new executor for one node's thread: the events executor where this rclpy has one
-    (unless ``MBFG_EXECUTOR=single``), else ``SingleThreadedExecutor``."""
+    """A new executor for one node's thread: ``SingleThreadedExecutor``, or the events executor
+    with ``MBFG_EXECUTOR=events`` from rclpy 9 on (see the module docstring)."""
     from rclpy.executors import SingleThreadedExecutor
-    want = os.environ.get(EXECUTOR_ENV, "events").strip().lower()
+    want = os.environ.get(EXECUTOR_ENV, "single").strip().lower()
     if want not in ("events", "single"):
         raise ValueError(f"{EXECUTOR_ENV}={want!r}: expected events or single")
-    if want == "events" and EventsExecutor is not None:
+    if want == "events" and EventsExecutor is not None and _rclpy_major() >= EVENTS_EXECUTOR_FROM:
         return EventsExecutor()
     return SingleThreadedExecutor()
 
