@@ -55,21 +55,18 @@ status 2.
 from __future__ import annotations
 
 import math
-import os
 import sys
 import threading
 import time
 from pathlib import Path
 
-import numpy as np
 import rclpy
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
 
-from mbfg_ros.errors import ConfigError, MbfgError
+from mbfg_ros.errors import ConfigError
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.io import estimate_messages as outputs
@@ -79,23 +76,24 @@ from mbfg_ros.intake.sensor_health import SensorHealth
 from mbfg_ros.intake.stamp_order import StampOrder, topic_periods_ns
 from mbfg_ros.io.cdr_intake import CdrIntake
 from mbfg_ros.io.output_templates import BatchMessages
-from mbfg_ros.io.sensor_inputs import FLOAT64, WRENCH_STAMPED, InputRouter, route_sensors
+from mbfg_ros.io.sensor_inputs import FLOAT64, InputRouter, route_sensors
 from mbfg_ros.model.channels import command_channel
-from mbfg_ros.ros.free_memory import fix_heap_thresholds, release_free_memory
+from mbfg_ros.ros.free_memory import release_free_memory
 from mbfg_ros.ros.message_classes import message_class
 from mbfg_ros.ros.node_diagnostics import NodeStatuses, SensorChangeLog
-from mbfg_ros.ros.node_parameters import declare_node_parameters, init_rclpy
+from mbfg_ros.ros.node_parameters import declare_node_parameters
 from mbfg_ros.ros.parameter_tables import (ESTIMATOR_PARAMETERS, check_frame, estimator_config,
                                            load_node_mechanism)
-from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError, node_executor, spin
+from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
 from mbfg_ros.ros.sample_queue import QueuedReading, SampleQueue
+from mbfg_ros.ros.estimate_outputs import EstimateOutputs
+from mbfg_ros.ros.node_runner import run_node
 from mbfg_ros.ros.tf_publisher import TfPublisher
-from mbfg_ros.termination import follow_parent
 
 NODE_NAME = "mbfg_estimator"
 
-class EstimatorNode(Node):
+class EstimatorNode(EstimateOutputs, Node):
     """The estimator on ROS 2 topics (see the module docstring)."""
 
     def __init__(self, node_name: str = NODE_NAME, ros_argv: list[str] | None = None, **kwargs) -> None:
@@ -441,113 +439,6 @@ class EstimatorNode(Node):
         self.get_logger().warning(f"{jump.reason} (stamp {jump.stamp_ns * 1e-9:.3f} s on {jump.topic}; a bag "
                                   "loop or a clock reset?): estimator reset")
 
-    def _wanted(self) -> set[str]:
-        """Output topics with a subscriber (checked once a second): the others are not built,
-        so an unwatched output costs nothing. ~/joint_states always goes out."""
-        now = time.monotonic()
-        if now - self._wanted_at >= 1.0:
-            self._wanted_at = now
-            wanted = {t for t, pub in self._pub.items() if pub.get_subscription_count() > 0}
-            wanted.add(self.names.topic("joint_states"))
-            if self.tf is not None and self.count_subscribers("/tf") > 0:
-                wanted.add("/tf")
-            self._wanted_topics = wanted
-        return self._wanted_topics
-
-    def _messages(self, estimates) -> list[tuple[str, bytes, int]]:
-        """(topic, CDR bytes, stamp ns) of every output message of ``estimates`` wanted: from
-        the rig's byte templates (:class:`~mbfg_ros.io.output_templates.BatchMessages`) when
-        they reproduce the ordinary serialisation exactly (checked at the first keyframe; never
-        with ``publish_covariance``), else built and serialised message by message."""
-        if not estimates:
-            return []
-        wanted = self._wanted() - self.muted
-        want_forces = self.settings["publish_forces"] and any("/forces/" in t for t in wanted)
-        stamps = [self.feeder.epoch_ns + int(round(e.stamp * 1e9)) for e in estimates]
-        if self._templates is None:
-            self._templates = self._output_templates(estimates[0], stamps[0])
-        if self._templates:
-            return self._template_messages(estimates, stamps, wanted, want_forces)
-        return self._object_messages(estimates, wanted, want_forces)
-
-    def _output_templates_of(self, mech) -> BatchMessages | None:
-        try:
-            return BatchMessages(mech, self.names)
-        except Exception as exc:                          # noqa: BLE001 (the ordinary path works)
-            self.get_logger().warning(f"no output templates ({exc}): messages built one by one")
-            return None
-
-    def _output_templates(self, e, stamp_ns: int) -> BatchMessages | bool:
-        """The byte templates of the outputs, or False when they do not give the ordinary
-        serialisation of keyframe ``e`` byte for byte (or covariances are published)."""
-        templates = self._batch_messages
-        if templates is None:
-            return False
-        try:
-            ok = templates.usable(stamp_ns, *self._arrays([e], True))
-        except Exception as exc:                          # noqa: BLE001 (the ordinary path works)
-            self.get_logger().warning(f"output templates unusable ({exc}): messages built one by one")
-            return False
-        if not ok:
-            self.get_logger().info("output templates do not reproduce the messages: built one by one")
-        return templates if ok else False
-
-    def _arrays(self, estimates, forces: bool) -> tuple:
-        """(q, v, a, effort, F, T, cells) of ``estimates`` as BatchMessages takes them (F, T,
-        cells zero unless ``forces``)."""
-        mech = self.mech
-        N, nc, ncell = len(estimates), len(mech.closure_configs), len(mech.load_cells)
-        q = np.array([e.q for e in estimates])
-        v = np.array([e.v for e in estimates])
-        a = np.array([e.a for e in estimates])
-        effort = np.array([e.effort for e in estimates])
-        F, T, cells = np.zeros((N, nc, 3)), np.zeros((N, nc, 3)), np.zeros((N, ncell))
-        if forces:
-            names = [cell.config.name for cell in mech.load_cells]
-            for i, e in enumerate(estimates):
-                f = self.estimator.forces(e)
-                for j, c in enumerate(f.closures):
-                    F[i, j], T[i, j] = c.force, c.torque
-                cells[i] = [f.load_cells[name] for name in names]
-        return q, v, a, effort, F, T, cells
-
-    def _template_messages(self, estimates, stamps: list[int], wanted: set[str],
-                           want_forces: bool) -> list[tuple[str, bytes, int]]:
-        topics = {t for t in wanted if t in self._pub or t == "/tf"}
-        if not want_forces:
-            topics = {t for t in topics if "/forces/" not in t}
-        rows = self._templates.serialize(np.array(stamps, np.int64), *self._arrays(estimates, want_forces),
-                                         topics=topics)
-        out = []
-        for i, stamp_ns in enumerate(stamps):       # keyframe by keyframe, as the other path
-            for topic, _, data in rows:
-                out.append((topic, data[i].tobytes(), stamp_ns))
-        return out
-
-    def _object_messages(self, estimates, wanted: set[str], want_forces: bool) -> list[tuple[str, bytes, int]]:
-        out = []
-        for e in estimates:
-            stamp_ns = self.feeder.epoch_ns + int(round(e.stamp * 1e9))
-            forces = self.estimator.forces(e) if want_forces else None
-            for topic, _, msg in outputs.estimate_messages(self.mech, e, forces, stamp_ns, self.names):
-                if topic in wanted and topic in self._pub:
-                    out.append((topic, bytes(msgs.serialize(msg)), stamp_ns))
-            if "/tf" in wanted:
-                tf = outputs.tf_message(self.mech, self._tf_data, e.q, stamp_ns, self.names)
-                out.append(("/tf", bytes(msgs.serialize(tf)), stamp_ns))
-        return out
-
-    def _publish(self, out: list[tuple[str, bytes, int]]) -> None:
-        joint_states = self.names.topic("joint_states")
-        for topic, cdr, stamp_ns in out:
-            if topic == "/tf":
-                self.tf.send(cdr)
-            else:
-                self._pub[topic].publish(cdr)
-            self.published[topic] = self.published.get(topic, 0) + 1
-            if topic == joint_states:
-                self._statuses.published(time.monotonic(), (self.get_clock().now().nanoseconds - stamp_ns) * 1e-6)
-
     # ------------------------------------------------------------------------------------------
     # diagnostics
     def _now_estimator_time(self, clock_ns: int) -> float:
@@ -597,61 +488,10 @@ class EstimatorNode(Node):
         self.queue.close()
 
 
-PROFILE_ENV = "MBFG_NODE_PROFILE"
-"""Environment variable: a file name; the node then runs under cProfile (timed by its thread's
-CPU clock) and writes its statistics there when it exits (how README "The live node" profiles it)."""
-
-
 def main(args: list[str] | None = None) -> int:
     """Console script ``estimator``: exit 0 on Ctrl-C / shutdown, 2 on bad parameters (under
-    cProfile with :data:`PROFILE_ENV` set)."""
-    return run_node(EstimatorNode, args)
-
-
-def run_node(node_class: type, args: list[str] | None = None) -> int:
-    """Start ``node_class`` (:class:`EstimatorNode` or the managed one) and spin it until Ctrl-C
-    or shutdown: exit 0, or 2 when it cannot start (one logged line); under cProfile with
-    :data:`PROFILE_ENV` set."""
-    target = os.environ.get(PROFILE_ENV)
-    if not target:
-        return _run(node_class, args)
-    import cProfile
-    profile = cProfile.Profile(time.thread_time)     # CPU time: a loaded machine's waits left out
-    try:
-        return profile.runcall(_run, node_class, args)
-    finally:
-        profile.dump_stats(target)
-
-
-def _run(node_class: type, args: list[str] | None) -> int:
-    follow_parent()                    # no orphan when a runner dies
-    fix_heap_thresholds()              # memory flat over days, backlogs included
-    argv = list(args if args is not None else sys.argv)
-    if not init_rclpy(argv, NODE_NAME):
-        return 2
-    node = None
-    try:
-        try:
-            node = node_class(ros_argv=argv)
-        except (MbfgError, LookupError) as exc:
-            rclpy.logging.get_logger(NODE_NAME).error(f"cannot start: {exc}")
-            return 2
-        executor = node_executor()
-        executor.add_node(node)
-        try:
-            spin(executor, node.context)
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        except Exception:                    # noqa: BLE001
-            if rclpy.ok():
-                raise
-            # Ctrl-C shut the context down while rclpy was taking a message: a clean exit
-        return 0
-    finally:
-        if node is not None:
-            node.stop()
-            node.destroy_node()
-        rclpy.try_shutdown()
+    cProfile with :data:`~mbfg_ros.ros.node_runner.PROFILE_ENV` set)."""
+    return run_node(EstimatorNode, NODE_NAME, args)
 
 
 if __name__ == "__main__":

@@ -41,7 +41,8 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 
 from mbfg_ros.errors import MbfgError
-from mbfg_ros.ros.estimator_node import NODE_NAME, EstimatorNode, run_node
+from mbfg_ros.ros.estimator_node import NODE_NAME, EstimatorNode
+from mbfg_ros.ros.node_runner import run_node
 from mbfg_ros.ros.node_parameters import check_value, declare_node_parameters
 from mbfg_ros.ros.parameter_tables import ESTIMATOR_PARAMETERS
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
@@ -142,6 +143,7 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
         with self._lock:                             # from here on nothing reaches the estimator
             self.feeder.pause()
             keyframes = self.estimator.health.keyframes
+        self._drop_taken()
         self._diag_timer.cancel()                    # no health verdicts on readings not taken
         result = super().on_deactivate(state)        # the lifecycle publishers go silent
         self.get_logger().info("inactive: no readings taken or fed, nothing published "
@@ -185,6 +187,14 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
                 dropped += 1
         return dropped
 
+    def _drop_taken(self, most: int = 10_000) -> None:
+        """The readings taken but not fed yet (the input queue, a backlog) go through the paused
+        feeder, which drops and counts them: none of them is fed after the next activate."""
+        for _ in range(most):
+            if not (self._ready or len(self.queue)):
+                return
+            self._estimate()
+
     def _tear_down(self) -> None:
         """Stop estimating, destroy what configure created, free the estimator."""
         self.active = False
@@ -212,7 +222,7 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
 
 def main(args: list[str] | None = None) -> int:
     """Console script ``estimator_lifecycle``: exit 0 on Ctrl-C / shutdown, 2 on bad parameters."""
-    return run_node(ManagedEstimatorNode, args)
+    return run_node(ManagedEstimatorNode, NODE_NAME, args)
 
 
 if __name__ == "__main__":
