@@ -18,7 +18,7 @@ from mbfg_ros.io.estimate_messages import (OutputNames, estimate_messages, outpu
                                           static_tf_message, tf_message)
 from mbfg_ros.io.simulation_messages import BagMessage
 from mbfg_ros.model.mechanism import Mechanism
-from mbfg_ros.replay.output_batch import BatchMessages
+from mbfg_ros.io.output_templates import BatchMessages
 
 DIAGNOSTICS = "/diagnostics"
 
@@ -66,7 +66,7 @@ class OutputBag:
 
     def write_keyframes(self, stamps_ns: np.ndarray, arrays: tuple) -> None:
         """The messages of N keyframes from their arrays (q, v, a, effort, F, T, cells, as
-        :meth:`~mbfg_ros.replay.output_batch.BatchMessages.serialize` takes them), serialised at
+        :meth:`~mbfg_ros.io.output_templates.BatchMessages.serialize` takes them), serialised at
         once; the caller has checked :meth:`BatchMessages.usable`."""
         if self._batch is None:
             self._batch = BatchMessages(self.mech, self.names)
@@ -74,7 +74,7 @@ class OutputBag:
 
     def write_rows(self, stamps_ns: np.ndarray, serialized: list[tuple[str, str, np.ndarray]]) -> None:
         """The messages of N keyframes (stamps ``stamps_ns`` (N,) ns), already serialised: (topic,
-        type, (N, L) uint8 rows) per topic as :meth:`~mbfg_ros.replay.output_batch.BatchMessages.serialize`
+        type, (N, L) uint8 rows) per topic as :meth:`~mbfg_ros.io.output_templates.BatchMessages.serialize`
         gives them, written keyframe by keyframe (in bulk, :meth:`BagWriter.write_rows`)."""
         if len(stamps_ns):
             self.write_static(int(stamps_ns[0]))

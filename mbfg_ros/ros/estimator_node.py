@@ -29,13 +29,20 @@ RobotModel shows it moved by the estimated TF). Service ``~/reset`` (std_srvs/Tr
 output nobody subscribes to is not computed (subscribers are counted once a second);
 ``~/joint_states`` always goes out.
 
-Threads: DDS callbacks only decode and queue (:class:`~mbfg_ros.ros.sample_queue.SampleQueue`);
-one worker takes everything queued through the intake that ``mbfg replay`` shares
-(:mod:`mbfg_ros.intake`): the time rules, stamp order across topics (``reorder_window``) and the
-estimator (:class:`~mbfg_ros.intake.feeder.Feeder`), and publishes the estimates; the diagnostics
-timer runs on the steady clock, so /diagnostics keeps coming when every sensor (or /clock) is
-silent, and judges over a rolling window (``health_window``, :mod:`mbfg_ros.intake.sensor_health`)
-so its warnings clear when their cause is gone. Time follows :mod:`mbfg_ros.intake.time_jumps`:
+One thread (README "The live node"): the executor's (the classic one, or the events executor
+with ``MBFG_EXECUTOR=events``: :func:`~mbfg_ros.ros.rclpy_compat.node_executor`). A subscription's callback takes every message
+waiting on it as CDR bytes and decodes them at once (:class:`~mbfg_ros.io.cdr_intake.CdrIntake`:
+the replay's CDR layouts, message by message for irregular ones) into the input queue
+(:class:`~mbfg_ros.ros.sample_queue.SampleQueue`), then runs the estimation step: everything
+queued through the intake that ``mbfg replay`` shares (:mod:`mbfg_ros.intake`): the time rules,
+stamp order across topics (``reorder_window``) and the estimator
+(:class:`~mbfg_ros.intake.feeder.Feeder`), and publishes the estimates, filled into byte
+templates of the messages (:class:`~mbfg_ros.io.output_templates.BatchMessages`); a timer runs
+the step while the stamp order holds readings (they go out by time too). The diagnostics timer
+runs on the steady clock, so /diagnostics keeps coming when every sensor (or /clock) is silent
+(between the slices of a backlog the step publishes them when due), and judges over a rolling
+window (``health_window``, :mod:`mbfg_ros.intake.sensor_health`) so its warnings clear when
+their cause is gone. Time follows :mod:`mbfg_ros.intake.time_jumps`:
 an isolated stamp out of line is held, then rejected and counted (``rejected_stamp``), never a
 reset; a new time that persists going back (a bag loop) or beyond ``max_time_gap`` ahead resets
 the estimator and is logged once; readings of a sensor lagging the others by more than the window
@@ -55,12 +62,11 @@ from pathlib import Path
 
 import rclpy
 from rclpy.clock import Clock, ClockType
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import (DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy,
                        qos_profile_sensor_data)
 
-from mbfg_ros.errors import ConfigError, MbfgError
+from mbfg_ros.errors import ConfigError
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.io import estimate_messages as outputs
@@ -68,23 +74,26 @@ from mbfg_ros.io import messages as msgs
 from mbfg_ros.intake.feeder import Feeder, TimeJumpEvent
 from mbfg_ros.intake.sensor_health import SensorHealth
 from mbfg_ros.intake.stamp_order import StampOrder, topic_periods_ns
-from mbfg_ros.io.sensor_inputs import InputRouter, route_sensors
+from mbfg_ros.io.cdr_intake import CdrIntake
+from mbfg_ros.io.output_templates import BatchMessages
+from mbfg_ros.io.sensor_inputs import FLOAT64, InputRouter, route_sensors
 from mbfg_ros.model.channels import command_channel
-from mbfg_ros.ros.free_memory import fix_heap_thresholds, release_free_memory
+from mbfg_ros.ros.free_memory import release_free_memory
 from mbfg_ros.ros.message_classes import message_class
 from mbfg_ros.ros.node_diagnostics import NodeStatuses, SensorChangeLog
-from mbfg_ros.ros.node_parameters import declare_node_parameters, init_rclpy
+from mbfg_ros.ros.node_parameters import declare_node_parameters
 from mbfg_ros.ros.parameter_tables import (ESTIMATOR_PARAMETERS, check_frame, estimator_config,
                                            load_node_mechanism)
 from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
 from mbfg_ros.ros.sample_queue import QueuedReading, SampleQueue
+from mbfg_ros.ros.estimate_outputs import EstimateOutputs
+from mbfg_ros.ros.node_runner import run_node
 from mbfg_ros.ros.tf_publisher import TfPublisher
-from mbfg_ros.termination import follow_parent
 
 NODE_NAME = "mbfg_estimator"
 
-class EstimatorNode(Node):
+class EstimatorNode(EstimateOutputs, Node):
     """The estimator on ROS 2 topics (see the module docstring)."""
 
     def __init__(self, node_name: str = NODE_NAME, ros_argv: list[str] | None = None, **kwargs) -> None:
@@ -111,6 +120,7 @@ class EstimatorNode(Node):
         self.router = InputRouter(mech, self.resolved_topics)
         self.names = outputs.OutputNames(self.get_fully_qualified_name(), p["frame_prefix"])
         self.queue = SampleQueue(p["max_queue"])
+        self.intake = CdrIntake(self.router)      # serialized messages -> readings, in bulk
         self._lock = threading.Lock()             # the estimator and the time bookkeeping
         self._tf_data = mech.create_data()
         self._last_receive_ns = 0                 # node clock at the last reading received
@@ -126,12 +136,15 @@ class EstimatorNode(Node):
                                    window=p["health_window"])
         self._in_feed = 0                          # readings taken from the stamp order, not yet fed
         self._problems_logged: set[tuple[str, str]] = set()
-        self._diag_due = threading.Event()
+        self._diag_next = math.inf                # steady s: the next /diagnostics is due
         self._wanted_at = -math.inf               # when the outputs' subscribers were counted
         self._wanted_topics: set[str] = set()
         self.lost: dict[str, int] = {}            # messages DDS reported lost, per topic
         self.worker_errors = 0
         self.muted: set[str] = set()              # outputs switched off at run time (runtime_parameters)
+        # the outputs' byte templates (built here: ~0.1 s), checked at the first keyframe
+        self._batch_messages = None if p["publish_covariance"] else self._output_templates_of(mech)
+        self._templates: BatchMessages | bool | None = None   # decided at the first keyframe
 
         # outputs
         self._pub = {}
@@ -173,12 +186,17 @@ class EstimatorNode(Node):
 
         self.create_service(message_class("std_srvs/srv/Trigger"), "~/reset", self._on_reset)
         steady = Clock(clock_type=ClockType.STEADY_TIME)
-        self._diag_timer = self.create_timer(p["diagnostics_period"], self._diag_due.set, clock=steady)
+        self._diag_timer = self.create_timer(p["diagnostics_period"], self._diagnostics_tick, clock=steady)
+        self._diag_next = time.monotonic() + p["diagnostics_period"]
+        # readings the stamp order holds go out by time too (a topic fell silent, the window
+        # passed): this timer runs only while it holds some
+        self._release_timer = self.create_timer(self.RELEASE_POLL, self._step, clock=steady)
+        self._ready: list = []                   # readings released, not fed yet (a backlog)
+        self._backlog_timer = self.create_timer(self.BACKLOG_POLL, self._step, clock=steady)
+        self._backlog_timer.cancel()
         self._switching: dict[str, str] = {}      # load-cell topics changing message type
         if any(len(types) > 1 for types in self.router.topics.values()):
             self._type_timer = self.create_timer(1.0, self._follow_publisher_types, clock=steady)
-        self._worker = threading.Thread(target=self._work, name="mbfg_estimation", daemon=True)
-        self._worker.start()
         self._log_start()
 
     # ------------------------------------------------------------------------------------------
@@ -195,36 +213,50 @@ class EstimatorNode(Node):
             message_lost=lambda info, topic=topic: self._on_lost(topic, info))
         holder: list = []
 
-        def callback(m, topic=topic, msgtype=msgtype) -> None:
-            self._on_message(m, topic, msgtype)
-            self._drain(holder[0], topic, msgtype)
+        def callback(raw: bytes, topic=topic, msgtype=msgtype) -> None:
+            self._take(holder[0], topic, msgtype, raw)
 
         try:
             sub = self.create_subscription(message_class(msgtype), topic, callback,
-                                           self._sensor_qos, event_callbacks=events)
+                                           self._sensor_qos, event_callbacks=events, raw=True)
         except UnsupportedEventTypeError:           # an rmw without the message-lost event
-            sub = self.create_subscription(message_class(msgtype), topic, callback, self._sensor_qos)
+            sub = self.create_subscription(message_class(msgtype), topic, callback, self._sensor_qos, raw=True)
         holder.append(sub)
         self._subs[topic] = (msgtype, sub)
 
     DRAIN = 500
     """Most messages taken from one subscription per executor wake-up."""
 
-    def _drain(self, sub, topic: str, msgtype: str) -> None:
-        """Take the messages already waiting on ``sub`` in this callback. The executor takes
-        one message per subscription per wake-up, each wake-up costing more than the message:
-        a 1 kHz topic fell behind a 200 Hz one (seconds in a 20 s run) once the worker thread
-        was busy, and its readings reached the estimator late. Same call as the executor's
+    BACKLOG_POLL = 0.0005
+    """s: period of the step while a backlog waits (the executor takes messages in between)."""
+
+    RELEASE_POLL = 0.01
+    """s: period of the step that releases readings the stamp order holds by time (only while
+    it holds some; every arriving message releases what it can at once)."""
+
+    def _take(self, sub, topic: str, msgtype: str, raw: bytes) -> None:
+        """The executor's callback with one message of ``sub`` (CDR bytes): take the others
+        already waiting on it too (the executor takes one per wake-up, each wake-up costing
+        more than the message), decode them at once (:class:`~mbfg_ros.io.cdr_intake.CdrIntake`),
+        queue the readings and run the estimation step. Same call as the executor's
         (``sub.handle.take_message``)."""
-        for _ in range(self.DRAIN):
+        raws = [raw]
+        clock = self.get_clock()
+        stamped_on_receipt = msgtype == FLOAT64          # a Float64's stamp is its receive time
+        receive = [clock.now().nanoseconds]
+        handle = sub.handle
+        for _ in range(self.DRAIN - 1):
             try:
-                with sub.handle:
-                    info = sub.handle.take_message(sub.msg_type, sub.raw)
+                with handle:
+                    info = handle.take_message(sub.msg_type, True)
             except Exception:                            # noqa: BLE001 (destroyed: a type switch)
-                return
+                break
             if info is None:
-                return
-            self._on_message(info[0], topic, msgtype)
+                break
+            raws.append(info[0])
+            receive.append(clock.now().nanoseconds if stamped_on_receipt else receive[0])
+        self._on_messages(topic, msgtype, raws, receive)
+        self._step()
 
     def _follow_publisher_types(self) -> None:
         """Topics that accept several types (a load cell's WrenchStamped or Float64): subscribe
@@ -269,14 +301,17 @@ class EstimatorNode(Node):
             f"(TF {'via tf2_ros' if self.tf and self.tf.uses_tf2_ros else 'on /tf' if self.tf else 'off'})")
 
     # ------------------------------------------------------------------------------------------
-    # DDS callbacks: decode and queue, nothing else
-    def _on_message(self, msg, topic: str, msgtype: str) -> None:
-        receive_ns = self.get_clock().now().nanoseconds
-        readings = self.router.decode(topic, msgtype, msg, receive_ns)
-        items = [QueuedReading(topic, r.sensor, r.stamp_ns, r.value, receive_ns) for r in readings]
+    # intake: decode and queue
+    def _on_messages(self, topic: str, msgtype: str, raws: list[bytes], receive_ns: list[int]) -> None:
+        problems = self.router.problems.get(topic)
+        before = sum(problems.values()) if problems else 0
+        readings = self.intake.decode(topic, msgtype, raws, receive_ns)
+        problems = self.router.problems.get(topic)
+        last = receive_ns[-1]
+        items = [QueuedReading(topic, sensor, stamp, value, last) for sensor, stamp, value in readings]
         if items:
-            self._last_receive_ns = receive_ns
-        dropped = self.queue.put(topic, items)
+            self._last_receive_ns = last
+        dropped = self.queue.put(topic, items, len(raws))
         if dropped:
             self.get_logger().error(f"input queue full ({self.queue.max_size} readings): dropped "
                                     f"{dropped} reading(s) of {topic}", throttle_duration_sec=5.0)
@@ -284,8 +319,8 @@ class EstimatorNode(Node):
             if (topic, what) not in self._problems_logged:
                 self._problems_logged.add((topic, what))
                 self.get_logger().warning(f"{topic}: {what} (counted on /diagnostics; logged once)")
-        if not items:
-            for reason in self.router.problems.get(topic, {}):
+        if problems and sum(problems.values()) > before:     # an unusable message among them
+            for reason in problems:
                 if (topic, reason) not in self._problems_logged:
                     self._problems_logged.add((topic, reason))
                     self.get_logger().warning(f"unusable message on {topic}: {reason} (counted on "
@@ -309,58 +344,86 @@ class EstimatorNode(Node):
         return response
 
     # ------------------------------------------------------------------------------------------
-    # the estimation worker
-    def _work(self) -> None:
-        """Run the worker; an unexpected error is logged with its traceback, counted on
-        /diagnostics (ERROR) and the worker goes on (a dead worker would stop the estimates
-        silently)."""
-        while not self.queue.closed:
-            try:
-                self._work_loop()
-            except Exception:                          # noqa: BLE001
-                if not rclpy.ok(context=self.context) or self.queue.closed:
-                    return          # shutting down: the context went away under a publish
-                self.worker_errors += 1
-                import traceback
-                self.get_logger().error("estimation worker error (it goes on):\n"
-                                        + traceback.format_exc(), throttle_duration_sec=5.0)
+    # the estimation step (in the executor's thread)
+    def _step(self) -> None:
+        """Run the estimation step; an unexpected error is logged with its traceback, counted
+        on /diagnostics (ERROR, ``worker_errors``) and the node goes on (a node whose step
+        raised would stop the estimates silently)."""
+        try:
+            self._estimate()
+        except Exception:                              # noqa: BLE001
+            if not rclpy.ok(context=self.context) or self.queue.closed:
+                return          # shutting down: the context went away under a publish
+            self.worker_errors += 1
+            import traceback
+            self.get_logger().error("estimation error (the node goes on):\n"
+                                    + traceback.format_exc(), throttle_duration_sec=5.0)
 
-    def _work_loop(self) -> None:
-        """Take what the callbacks queued through the intake: the time rules, then stamp order
-        across topics (:class:`~mbfg_ros.intake.stamp_order.StampOrder` on the steady clock: a
-        reading waits while an active topic may still send one stamped before it, at most
-        ``reorder_window``); a backlog is fed in slices so that estimates and diagnostics keep
-        going out."""
+    def _estimate(self) -> None:
+        """Take what is queued through the intake: the time rules, then stamp order across
+        topics (:class:`~mbfg_ros.intake.stamp_order.StampOrder` on the steady clock: a reading
+        waits while an active topic may still send one stamped before it, at most
+        ``reorder_window``), feed what is due and publish the estimates. A backlog is fed in
+        slices for at most :data:`STEP_BUDGET` s per step (/diagnostics between slices when
+        due); the rest waits for the next step (:attr:`_backlog_timer`), so the executor takes
+        the messages that came meanwhile (DDS keeps only ``qos_depth`` of them), which wait in
+        the input queue until the backlog is fed."""
         feeder = self.feeder
-        while not self.queue.closed:
-            batch = self.queue.take_all(timeout=0.002 if len(self.order) else 0.05)
-            now = time.monotonic_ns()
-            if batch:
-                with self._lock:                    # (a time jump feeds and resets the estimator)
-                    for r in batch:
-                        feeder.push(r.topic, r.sensor, r.stamp_ns, r.value, now)
-                    out = self._messages_of_estimates()
-                self.queue.mark_processed(batch)
-                self._publish(out)
-            ready = feeder.release(now)
-            self._in_feed = len(ready)
-            for i in range(0, len(ready), self.SLICE):
-                part = ready[i:i + self.SLICE]
-                with self._lock:
-                    feeder.feed(part)
-                    out = self._messages_of_estimates()
-                    self._in_feed -= len(part)
-                self._publish(out)
+        now = time.monotonic_ns()
+        ready = self._ready
+        if not ready and len(self.queue):
+            batch = self.queue.take_all(timeout=0.0)
+            with self._lock:                    # (a time jump feeds and resets the estimator)
+                for r in batch:
+                    feeder.push(r[0], r[1], r[2], r[3], now)
+                out = self._messages_of_estimates()
+            self.queue.mark_processed(batch)
+            self._publish(out)
+        ready.extend(feeder.release(now))
+        deadline = time.monotonic() + self.STEP_BUDGET
+        done = 0
+        while done < len(ready):
+            part = ready[done:done + self.SLICE]
+            with self._lock:
+                feeder.feed(part)
+                out = self._messages_of_estimates()
+                done += len(part)
+                self._in_feed = len(ready) - done
+            self._publish(out)
+            if done < len(ready):
+                if time.monotonic() >= deadline:
+                    break
                 self._diagnostics_if_due()
-            self._diagnostics_if_due()
+        del ready[:done]
+        self._in_feed = len(ready)
+        self._timer_while(self._backlog_timer, bool(ready))
+        self._timer_while(self._release_timer, not ready and len(self.order) > 0)
+
+    @staticmethod
+    def _timer_while(timer, wanted: bool) -> None:
+        """Run ``timer`` if ``wanted``, else cancel it."""
+        if wanted == timer.is_canceled():
+            if wanted:
+                timer.reset()
+            else:
+                timer.cancel()
+
+    STEP_BUDGET = 0.02
+    """s: longest one step feeds a backlog before the executor takes messages again."""
 
     SLICE = 50
     """Readings fed per slice (the lock is released and outputs published between slices)."""
 
+    def _diagnostics_tick(self) -> None:
+        """The diagnostics timer (steady clock): /diagnostics now."""
+        self._diag_next = time.monotonic() + self.settings["diagnostics_period"]
+        self._publish_diagnostics()
+
     def _diagnostics_if_due(self) -> None:
-        if self._diag_due.is_set():
-            self._diag_due.clear()
-            self._publish_diagnostics()
+        """/diagnostics between the slices of a backlog, when one is due (the timer waits for
+        the step)."""
+        if time.monotonic() >= self._diag_next:
+            self._diagnostics_tick()
 
     def _messages_of_estimates(self) -> list[tuple[str, bytes, int]]:
         """The messages of the estimates the estimator closed since the last call."""
@@ -375,47 +438,6 @@ class EstimatorNode(Node):
             self.health.restart()
         self.get_logger().warning(f"{jump.reason} (stamp {jump.stamp_ns * 1e-9:.3f} s on {jump.topic}; a bag "
                                   "loop or a clock reset?): estimator reset")
-
-    def _wanted(self) -> set[str]:
-        """Output topics with a subscriber (checked once a second): the others are not built,
-        so an unwatched output costs nothing. ~/joint_states always goes out."""
-        now = time.monotonic()
-        if now - self._wanted_at >= 1.0:
-            self._wanted_at = now
-            wanted = {t for t, pub in self._pub.items() if pub.get_subscription_count() > 0}
-            wanted.add(self.names.topic("joint_states"))
-            if self.tf is not None and self.count_subscribers("/tf") > 0:
-                wanted.add("/tf")
-            self._wanted_topics = wanted
-        return self._wanted_topics
-
-    def _messages(self, estimates) -> list[tuple[str, bytes, int]]:
-        out = []
-        if not estimates:
-            return out
-        wanted = self._wanted() - self.muted
-        want_forces = self.settings["publish_forces"] and any("/forces/" in t for t in wanted)
-        for e in estimates:
-            stamp_ns = self.feeder.epoch_ns + int(round(e.stamp * 1e9))
-            forces = self.estimator.forces(e) if want_forces else None
-            for topic, _, msg in outputs.estimate_messages(self.mech, e, forces, stamp_ns, self.names):
-                if topic in wanted and topic in self._pub:
-                    out.append((topic, bytes(msgs.serialize(msg)), stamp_ns))
-            if "/tf" in wanted:
-                tf = outputs.tf_message(self.mech, self._tf_data, e.q, stamp_ns, self.names)
-                out.append(("/tf", bytes(msgs.serialize(tf)), stamp_ns))
-        return out
-
-    def _publish(self, out: list[tuple[str, bytes, int]]) -> None:
-        joint_states = self.names.topic("joint_states")
-        for topic, cdr, stamp_ns in out:
-            if topic == "/tf":
-                self.tf.send(cdr)
-            else:
-                self._pub[topic].publish(cdr)
-            self.published[topic] = self.published.get(topic, 0) + 1
-            if topic == joint_states:
-                self._statuses.published(time.monotonic(), (self.get_clock().now().nanoseconds - stamp_ns) * 1e-6)
 
     # ------------------------------------------------------------------------------------------
     # diagnostics
@@ -462,48 +484,14 @@ class EstimatorNode(Node):
 
     # ------------------------------------------------------------------------------------------
     def stop(self) -> None:
-        """Stop the worker (after the executor stopped)."""
+        """Stop estimating (after the executor stopped)."""
         self.queue.close()
-        self._worker.join(timeout=5.0)
 
 
 def main(args: list[str] | None = None) -> int:
-    """Console script ``estimator``: exit 0 on Ctrl-C / shutdown, 2 on bad parameters."""
-    return run_node(EstimatorNode, args)
-
-
-def run_node(node_class: type, args: list[str] | None = None) -> int:
-    """Start ``node_class`` (:class:`EstimatorNode` or the managed one) and spin it until Ctrl-C
-    or shutdown: exit 0, or 2 when it cannot start (one logged line)."""
-    follow_parent()                    # no orphan when a runner dies
-    fix_heap_thresholds()              # memory flat over days, backlogs included
-    sys.setswitchinterval(0.001)       # the DDS thread gets the GIL back quickly from the worker
-    argv = list(args if args is not None else sys.argv)
-    if not init_rclpy(argv, NODE_NAME):
-        return 2
-    node = None
-    try:
-        try:
-            node = node_class(ros_argv=argv)
-        except (MbfgError, LookupError) as exc:
-            rclpy.logging.get_logger(NODE_NAME).error(f"cannot start: {exc}")
-            return 2
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        try:
-            executor.spin()
-        except (KeyboardInterrupt, ExternalShutdownException):
-            pass
-        except Exception:                    # noqa: BLE001
-            if rclpy.ok():
-                raise
-            # Ctrl-C shut the context down while rclpy was taking a message: a clean exit
-        return 0
-    finally:
-        if node is not None:
-            node.stop()
-            node.destroy_node()
-        rclpy.try_shutdown()
+    """Console script ``estimator``: exit 0 on Ctrl-C / shutdown, 2 on bad parameters (under
+    cProfile with :data:`~mbfg_ros.ros.node_runner.PROFILE_ENV` set)."""
+    return run_node(EstimatorNode, NODE_NAME, args)
 
 
 if __name__ == "__main__":

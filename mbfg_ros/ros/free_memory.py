@@ -1,6 +1,6 @@
 """Give the C heap's free pages back to the operating system now and then.
 
-A long-running node allocates in several threads (DDS, the estimation worker); glibc keeps a
+A long-running node allocates in several threads (DDS's and rclpy's, its own); glibc keeps a
 heap per thread and hands freed pages back only from the top of each, so a process whose live
 memory is flat still shows its resident size creeping up for many minutes while those heaps
 settle (the estimator node: +3.7 MB over the first 15 minutes of a 30-minute soak, flat after).

@@ -10,7 +10,7 @@ which stays the default); the transitions (README "Managed mode"):
 - start: the parameters are declared (a malformed one still stops the process, exit status 2);
   unconfigured, no subscriptions, no outputs;
 - **configure**: load and validate the config and URDF (the validation of ``mbfg check``), build
-  the estimator, its subscriptions and publishers, start the worker. A refusal is a FAILED
+  the estimator, its subscriptions and publishers. A refusal is a FAILED
   transition (the node stays unconfigured) and the log says why in the line ``mbfg check``
   prints: ``configure refused: <line>``. The latched outputs (``~/robot_description``,
   /tf_static) go out here: they describe the configured rig;
@@ -21,7 +21,7 @@ which stays the default); the transitions (README "Managed mode"):
 - **deactivate**: readings are no longer taken (those arriving are dropped before decoding) nor
   fed (those already taken are dropped and counted, :meth:`~mbfg_ros.intake.feeder.Feeder.pause`),
   the publishers are disabled and /diagnostics stops (it judges the sensors only while active);
-- **cleanup** (from inactive): the worker stops, every subscription, publisher, timer and
+- **cleanup** (from inactive): estimating stops, every subscription, publisher, timer and
   service of configure is destroyed and the estimator freed; configure may run again (with
   changed parameters);
 - **shutdown** (from unconfigured, inactive or active): as cleanup; the node is finalized and
@@ -41,7 +41,8 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 
 from mbfg_ros.errors import MbfgError
-from mbfg_ros.ros.estimator_node import NODE_NAME, EstimatorNode, run_node
+from mbfg_ros.ros.estimator_node import NODE_NAME, EstimatorNode
+from mbfg_ros.ros.node_runner import run_node
 from mbfg_ros.ros.node_parameters import check_value, declare_node_parameters
 from mbfg_ros.ros.parameter_tables import ESTIMATOR_PARAMETERS
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
@@ -142,6 +143,7 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
         with self._lock:                             # from here on nothing reaches the estimator
             self.feeder.pause()
             keyframes = self.estimator.health.keyframes
+        self._drop_taken()
         self._diag_timer.cancel()                    # no health verdicts on readings not taken
         result = super().on_deactivate(state)        # the lifecycle publishers go silent
         self.get_logger().info("inactive: no readings taken or fed, nothing published "
@@ -185,35 +187,42 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
                 dropped += 1
         return dropped
 
+    def _drop_taken(self, most: int = 10_000) -> None:
+        """The readings taken but not fed yet (the input queue, a backlog) go through the paused
+        feeder, which drops and counts them: none of them is fed after the next activate."""
+        for _ in range(most):
+            if not (self._ready or len(self.queue)):
+                return
+            self._estimate()
+
     def _tear_down(self) -> None:
-        """Stop the worker, destroy what configure created, free the estimator."""
+        """Stop estimating, destroy what configure created, free the estimator."""
         self.active = False
-        if getattr(self, "_worker", None) is not None:
+        if getattr(self, "queue", None) is not None:
             with self._lock:
-                self.feeder.pause()                  # the worker drops what it holds
+                self.feeder.pause()                  # a backlog waiting is dropped and counted
             EstimatorNode.stop(self)
-            self._worker.join()                      # (quick once paused; never half torn down)
         destroy = {"publisher": self.destroy_lifecycle_publisher, "subscription": self.destroy_subscription,
                    "timer": self.destroy_timer, "service": self.destroy_service}
         for kind, entity in self._created():
             destroy[kind](entity)
         self._before = None
         for name in ("estimator", "feeder", "order", "queue", "router", "mech", "health", "tf",
-                     "_pub", "_subs", "_worker", "_tf_data"):
+                     "_pub", "_subs", "_tf_data"):
             if hasattr(self, name):
                 setattr(self, name, None)
         self.configured = False
         gc.collect()
 
     def stop(self) -> None:
-        """Stop the worker if configured (main's clean exit)."""
+        """Stop estimating if configured (main's clean exit)."""
         if self.configured:
             self._tear_down()
 
 
 def main(args: list[str] | None = None) -> int:
     """Console script ``estimator_lifecycle``: exit 0 on Ctrl-C / shutdown, 2 on bad parameters."""
-    return run_node(ManagedEstimatorNode, args)
+    return run_node(ManagedEstimatorNode, NODE_NAME, args)
 
 
 if __name__ == "__main__":

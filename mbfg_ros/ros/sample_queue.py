@@ -1,7 +1,8 @@
-"""The estimator node's input queue: DDS callbacks put decoded readings, one worker drains them.
+"""The estimator node's input queue: the readings of the messages it took, until the intake takes them.
 
-DDS callbacks must never wait for the estimator, so they only decode a message into readings and
-put them here; the estimation worker takes everything queued at once, in header-stamp order.
+The node decodes the messages waiting on a topic into readings and puts them here; its
+estimation step takes everything queued at once, in header-stamp order (the node does both in
+one thread, so the queue holds at most one wake-up's readings; it is thread-safe all the same).
 Every reading is accounted for per topic: queued, processed, or dropped because the queue was
 full (``max_size``; the node reports drops as an ERROR on /diagnostics, never silently).
 """
@@ -9,20 +10,24 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 
-@dataclass(frozen=True)
-class QueuedReading:
+class QueuedReading(NamedTuple):
     """One reading waiting for the estimator: its topic, sensor name, header stamp (ns since the
-    Unix epoch, or the clock's time base), value, and when the node received it (ns, node clock)."""
+    Unix epoch, or the clock's time base), value, and when the node received it (ns, node clock).
+    (A named tuple: one is built per reading, thousands a second.)"""
     topic: str
     sensor: str
     stamp_ns: int
     value: np.ndarray
     receive_ns: int
+
+
+def _stamp(r: QueuedReading) -> int:
+    return r[2]
 
 
 class SampleQueue:
@@ -45,10 +50,10 @@ class SampleQueue:
         with self._cond:
             return len(self._items)
 
-    def put(self, topic: str, readings: list[QueuedReading]) -> int:
-        """Queue the readings of one message of ``topic``; returns how many were dropped."""
+    def put(self, topic: str, readings: list[QueuedReading], messages: int = 1) -> int:
+        """Queue the readings of ``messages`` messages of ``topic``; returns how many were dropped."""
         with self._cond:
-            self.messages[topic] += 1
+            self.messages[topic] += messages
             room = self.max_size - len(self._items)
             take = readings[:max(room, 0)]
             drop = len(readings) - len(take)
@@ -68,13 +73,13 @@ class SampleQueue:
             if not self._items and not self._closed:
                 self._cond.wait(timeout)
             items, self._items = self._items, []
-        items.sort(key=lambda r: r.stamp_ns)
+        items.sort(key=_stamp)
         return items
 
     def mark_processed(self, items: list[QueuedReading]) -> None:
+        counts = Counter(r[0] for r in items)
         with self._cond:
-            for r in items:
-                self.processed[r.topic] += 1
+            self.processed.update(counts)
 
     def close(self) -> None:
         """Wake the worker for good (shutdown)."""

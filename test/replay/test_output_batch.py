@@ -15,7 +15,8 @@ from mbfg_ros.model.assembly import initial_state
 from mbfg_ros.io.bag_reader import bag_topics
 from mbfg_ros.replay.output_bag import OutputBag
 from mbfg_ros.model.joint_transforms import quaternions
-from mbfg_ros.replay.output_batch import BatchMessages, OutputWriter, diagnostics_due
+from mbfg_ros.io.output_templates import BatchMessages
+from mbfg_ros.replay.output_batch import OutputWriter, diagnostics_due
 from mbfg_ros.replay.pipeline import WriterProcess
 from support.simulations import config_mechanism
 

@@ -43,7 +43,7 @@ def test_configure_creates_and_cleanup_frees_everything(node):
     assert ok(node.trigger_configure()) and node.estimator is not None
     configured = entities(node)
     assert all(c >= s for c, s in zip(configured, start)) and configured != start
-    assert node._worker.is_alive()
+    assert node.queue is not None and not node.queue.closed
     assert ok(node.trigger_cleanup())
     assert entities(node) == start and node.estimator is None and node.queue is None
     assert ok(node.trigger_configure()) and entities(node) == configured     # again, the same
