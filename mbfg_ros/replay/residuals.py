@@ -1,7 +1,7 @@
 """Sensor residuals of a replay: each used reading minus the model's prediction at the estimate.
 
 The state at a reading's stamp comes from the two keyframe estimates around it, interpolated
-as the estimator does (:func:`~mbfg_ros.estimation.step_function.interpolate_motion`: q from the
+as the estimator does (:func:`~mbfg_ros.estimation.step_interpolation.interpolate_motion`: q from the
 quintic Hermite on q, v and a, v from the cubic Hermite on v and a; linear on a, the multipliers
 and the inputs; the gyro biases of the keyframe before); before the first keyframe and after the last it is carried from the
 nearest one at constant acceleration (q + v dt + a dt^2 / 2, v + a dt). At speed this matters: on
@@ -38,7 +38,7 @@ import numpy as np
 
 from mbfg_ros.model.channels import command_channel
 from mbfg_ros.estimation.layout import StateLayout
-from mbfg_ros.estimation.step_function import interpolate_motion
+from mbfg_ros.estimation.step_interpolation import interpolate_motion
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.estimate_log import EstimateSeries
 

@@ -16,7 +16,8 @@ import pytest
 
 from mbfg_ros.estimation.layout import StateLayout, model_error_joints
 from mbfg_ros.estimation.sensor_streams import GAUSSIAN_MEAN_ABS
-from mbfg_ros.estimation.step_function import StepFunction, interpolate
+from mbfg_ros.estimation.step_function import StepFunction
+from mbfg_ros.estimation.step_interpolation import interpolate
 from mbfg_ros.model.assembly import initial_state
 from mbfg_ros.model.config import ModelErrorConfig
 from mbfg_ros.model.mechanism import Mechanism
