@@ -23,6 +23,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rosbags.rosbag2 import Reader
 
 from mbfg_ros.ros.message_classes import message_class
+from mbfg_ros.ros.node_runner import split_ros_args
 from mbfg_ros.termination import follow_parent
 
 
@@ -115,11 +116,7 @@ class BagPlayer(Node):
 
 def main(argv: list[str] | None = None) -> int:
     follow_parent()                    # no orphan when a runner dies
-    argv = sys.argv[1:] if argv is None else argv
-    ros_args = []
-    if "--ros-args" in argv:
-        i = argv.index("--ros-args")
-        argv, ros_args = argv[:i], argv[i:]
+    argv, ros_args = split_ros_args(argv)
     args = _arguments(argv)
     rclpy.init(args=["bag_player", *ros_args])
     node = None

@@ -32,6 +32,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from mbfg_ros.ros.message_classes import message_class
+from mbfg_ros.ros.node_runner import split_ros_args
 from mbfg_ros.termination import follow_parent
 
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
@@ -141,11 +142,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     follow_parent()                    # no orphan when a runner dies
-    argv = sys.argv[1:] if argv is None else argv
-    ros_args = []
-    if "--ros-args" in argv:
-        i = argv.index("--ros-args")
-        argv, ros_args = argv[:i], argv[i:]
+    argv, ros_args = split_ros_args(argv)
     args = _arguments(argv)
     rclpy.init(args=["latency_probe", *ros_args])
     node = None

@@ -21,6 +21,16 @@ PROFILE_ENV = "MBFG_NODE_PROFILE"
 CPU clock) and writes its statistics there when it exits (how README "The live node" profiles it)."""
 
 
+def split_ros_args(argv: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """(a script's own arguments, the ``--ros-args ...`` tail) of a command line (default
+    ``sys.argv[1:]``)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--ros-args" in argv:
+        i = argv.index("--ros-args")
+        return argv[:i], argv[i:]
+    return argv, []
+
+
 def run_node(node_class: type, node_name: str, args: list[str] | None = None) -> int:
     """Start ``node_class`` (named ``node_name`` in its log lines) and spin it until Ctrl-C
     or shutdown: exit 0, or 2 when it cannot start (one logged line); under cProfile with

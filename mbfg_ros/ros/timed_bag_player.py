@@ -26,6 +26,7 @@ import rclpy
 from rclpy.executors import ExternalShutdownException
 
 from mbfg_ros.ros.bag_player import BagPlayer
+from mbfg_ros.ros.node_runner import split_ros_args
 from mbfg_ros.termination import follow_parent
 
 
@@ -74,11 +75,7 @@ def wait_for_subscribers(node: BagPlayer, count: int, timeout: float) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     follow_parent()                    # no orphan when a runner dies
-    argv = sys.argv[1:] if argv is None else argv
-    ros_args = []
-    if "--ros-args" in argv:
-        i = argv.index("--ros-args")
-        argv, ros_args = argv[:i], argv[i:]
+    argv, ros_args = split_ros_args(argv)
     args = _arguments(argv)
     player_args = argparse.Namespace(bag=args.bag, clock=None, rate=args.rate, loop=False,
                                      topics=args.topics, delay=args.delay)
