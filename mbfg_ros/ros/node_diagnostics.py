@@ -43,7 +43,7 @@ class NodeStatuses:
         w = f"in the last {max(win.span, 0.0):.0f} s"
         level, message = OK, "ok"
         if recent["worker_errors"]:
-            level, message = ERROR, f"{recent['worker_errors']} estimation worker errors {w} (see the log)"
+            level, message = ERROR, f"{recent['worker_errors']} estimation step errors {w} (see the log)"
         elif recent["dropped"]:
             level, message = ERROR, f"{recent['dropped']} readings dropped {w}: the queue was full"
         elif recent["lost"]:
