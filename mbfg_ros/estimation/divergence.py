@@ -98,17 +98,13 @@ class DivergenceMonitor:
             sq = 1e300
         if self._first is None:
             self._first = stamp
+        f = self.floor.get(sensor, 1.0)
         if stamp >= self._first + self.settle:
-            raw = self._raw.setdefault(sensor, [0.0, 0])
-            raw[0] += min(sq, 1e300)
-            raw[1] += n
-        f = self.floor.get(sensor)
-        if f is not None:
-            sq /= f * f
-        if stamp >= self._first + self.settle:
-            run = self._run.setdefault(sensor, [0.0, 0])
-            run[0] += min(sq, 1e300)
-            run[1] += n
+            for sums, value in ((self._raw, sq), (self._run, sq / (f * f))):
+                acc = sums.setdefault(sensor, [0.0, 0])
+                acc[0] += min(value, 1e300)
+                acc[1] += n
+        sq /= f * f
         w = self._w.get(sensor)
         if w is None:
             w = self._w[sensor] = _Window()
@@ -250,8 +246,9 @@ class LossJudge:
             rms = mon.rms.get(name, 0.0)
             whole = stamp - p.start >= mon.window
             sigma = self.encoder_radians.get(name)
-            if sigma is not None and rms * mon.floor.get(name, 1.0) * sigma > SLIP_RADIANS:
-                mon.lose(name, f"{rms * mon.floor.get(name, 1.0) * sigma:.2f} rad from the estimate (a whole-turn slip, or lost)")
+            radians = None if sigma is None else rms * mon.floor.get(name, 1.0) * sigma
+            if radians is not None and radians > SLIP_RADIANS:
+                mon.lose(name, f"{radians:.2f} rad from the estimate (a whole-turn slip, or lost)")
             elif none_agree and whole and len(reading) >= 2:
                 mon.lose(name, "no sensor agrees with the estimate: " + ", ".join(sorted(reading)))
             elif none_agree and whole and rms > LOST_SIGMAS * mon.limit:

@@ -84,7 +84,7 @@ from mbfg_ros.ros.node_diagnostics import NodeStatuses, SensorChangeLog
 from mbfg_ros.ros.node_parameters import declare_node_parameters
 from mbfg_ros.ros.parameter_tables import (ESTIMATOR_PARAMETERS, check_frame, estimator_config,
                                            load_node_mechanism)
-from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError
+from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError, take_waiting
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
 from mbfg_ros.ros.sample_queue import QueuedReading, SampleQueue
 from mbfg_ros.ros.estimate_outputs import EstimateOutputs
@@ -238,22 +238,16 @@ class EstimatorNode(EstimateOutputs, Node):
         """The executor's callback with one message of ``sub`` (CDR bytes): take the others
         already waiting on it too (the executor takes one per wake-up, each wake-up costing
         more than the message), decode them at once (:class:`~mbfg_ros.io.cdr_intake.CdrIntake`),
-        queue the readings and run the estimation step. Same call as the executor's
-        (``sub.handle.take_message``)."""
+        queue the readings and run the estimation step."""
         raws = [raw]
         clock = self.get_clock()
         stamped_on_receipt = msgtype == FLOAT64          # a Float64's stamp is its receive time
         receive = [clock.now().nanoseconds]
-        handle = sub.handle
         for _ in range(self.DRAIN - 1):
-            try:
-                with handle:
-                    info = handle.take_message(sub.msg_type, True)
-            except Exception:                            # noqa: BLE001 (destroyed: a type switch)
+            taken = take_waiting(sub)
+            if taken is None:
                 break
-            if info is None:
-                break
-            raws.append(info[0])
+            raws.append(taken)
             receive.append(clock.now().nanoseconds if stamped_on_receipt else receive[0])
         self._on_messages(topic, msgtype, raws, receive)
         self._step()

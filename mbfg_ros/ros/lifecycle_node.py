@@ -45,6 +45,7 @@ from mbfg_ros.ros.estimator_node import NODE_NAME, EstimatorNode
 from mbfg_ros.ros.node_runner import run_node
 from mbfg_ros.ros.node_parameters import check_value, declare_node_parameters
 from mbfg_ros.ros.parameter_tables import ESTIMATOR_PARAMETERS
+from mbfg_ros.ros.rclpy_compat import take_waiting
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
 
 class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
@@ -176,14 +177,7 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
         the subscriptions' callbacks do."""
         dropped = 0
         for _, sub in list(self._subs.values()):
-            while dropped < most:
-                try:
-                    with sub.handle:
-                        taken = sub.handle.take_message(sub.msg_type, sub.raw)
-                except Exception:                    # noqa: BLE001 (destroyed: a type switch)
-                    break
-                if taken is None:
-                    break
+            while dropped < most and take_waiting(sub) is not None:
                 dropped += 1
         return dropped
 

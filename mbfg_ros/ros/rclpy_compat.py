@@ -78,4 +78,17 @@ SPIN_TIMEOUT = 0.1
 """s: longest :func:`spin` waits in one ``spin_once`` (how soon it sees a shutdown)."""
 
 
-__all__ = ["SubscriptionEventCallbacks", "UnsupportedEventTypeError", "EventsExecutor", "node_executor", "spin"]
+__all__ = ["SubscriptionEventCallbacks", "UnsupportedEventTypeError", "EventsExecutor", "node_executor", "spin",
+           "take_waiting"]
+
+
+def take_waiting(sub):
+    """The next message waiting on subscription ``sub`` (CDR bytes on a raw one), or None when
+    none waits or ``sub`` was destroyed (a type switch). Same call as the executor's
+    (``sub.handle.take_message``)."""
+    try:
+        with sub.handle:
+            info = sub.handle.take_message(sub.msg_type, sub.raw)
+    except Exception:                                    # noqa: BLE001 (destroyed)
+        return None
+    return None if info is None else info[0]
