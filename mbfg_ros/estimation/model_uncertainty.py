@@ -12,18 +12,21 @@ So the estimator chooses one factor ``scale`` on those three sigmas (the integra
 sensor noises and the priors stay as configured) by the statistic ``mbfg tune`` maximises, the
 likelihood of the innovations (each reading minus its prediction from the keyframe before),
 made robust: per sensor the mean |whitened innovation| (``SensorStream.innovations``), summed
-as sum_s log(mean_s) (the mean square picked 0.01 on one acrobot run whose best is 0.1). It does so only when the innovations say the noises are wrong: if, at
+as sum_s log(mean_s) (the mean square picked 0.01 on one acrobot run whose best is 0.1). It
+does so only when the innovations say the noises are wrong: if, at
 :data:`SETTLE` s after the run started, some encoder's running innovation scale exceeds
 :data:`TRIGGER` sigmas, candidate estimators with fixed scales (a geometric grid from
 ``model_uncertainty.max`` down to ``min``, ratio :data:`GRID_RATIO`) replay the readings so far
 and then take every new one, alongside, until ``model_uncertainty.seconds`` s after the start;
 the estimator uses the candidates' best scale so far, and after that holds it (the candidates
 are dropped). The replay is spread so that no reading stalls a live node: each reading the
-estimator takes, every candidate takes at most :data:`CATCH_UP` readings of the queue (the
-buffered first second, each new reading queued behind), so the candidates have caught up
-SETTLE / (CATCH_UP - 1) s of data after SETTLE (1/3 s) and the estimator keeps its scale (1)
-until then (a replay at once chose from 1 s on). The search ends at ``seconds`` or once the
-candidates have caught up, whichever is later: the scale held is chosen from the same readings
+estimator takes, the candidates take :data:`CATCH_UP` readings each at most in all of the
+queue (the buffered first second, each new reading queued behind), one after the other in the
+grid's order (from ``max``: 1, the scale in use until then, by default), a candidate that
+has caught up the new reading only. They have all caught up SETTLE / (CATCH_UP - 1) s of data after SETTLE
+(1/3 s); until then the estimator uses the best of those that have (a replay at once chose
+from all of them from 1 s on). The search ends at ``seconds`` or once the candidates have all
+caught up, whichever is later: the scale held is chosen from the same readings
 as a replay at once would, and held from the same time. The first :data:`SKIP` s of every
 candidate are not scored (the start's transient). The scale is reported in
 ``Health.model_scale`` (the node's /diagnostics). The truth is never used. No ROS.
@@ -31,7 +34,6 @@ candidate are not scored (the start's transient). The scale is reported in
 from __future__ import annotations
 
 import math
-from collections import deque
 
 import numpy as np
 
@@ -83,8 +85,9 @@ class ModelUncertainty:
         self.make_candidate = make_candidate
         self.scale = 1.0
         self.state = "watching"            # watching -> searching -> held (or held at once)
-        self.buffer: deque[tuple[str, float, np.ndarray]] = deque()   # readings the candidates have not taken
+        self.buffer: list[tuple[str, float, np.ndarray]] = []   # readings some candidate has not taken
         self.candidates: list[tuple[float, object]] = []
+        self.taken: list[int] = []         # per candidate: how many readings of the buffer it took
         self.t_first: float | None = None
         self.searched = False
 
@@ -131,30 +134,39 @@ class ModelUncertainty:
                     self.state = "searching"
                     self.searched = True
                     self.candidates = [(c, self.make_candidate(c)) for c in candidate_scales(self.cfg)]
+                    self.taken = [0] * len(self.candidates)
                 else:
                     self.state = "held"
                     self.buffer.clear()
             if self.state != "searching":
                 return
         self._catch_up()
-        if not self.buffer:
-            self.scale = self.best()
+        ready = [i for i, n in enumerate(self.taken) if n == len(self.buffer)]
+        self.scale = self.best(ready)
+        if len(ready) == len(self.candidates):
+            self.buffer.clear()
+            self.taken = [0] * len(self.candidates)
             if stamp - self.t_first >= self.cfg.seconds:
                 self.state = "held"
                 self.candidates = []
 
     def _catch_up(self) -> None:
-        """Every candidate takes the next (at most :data:`CATCH_UP`) readings of the queue."""
-        for _ in range(min(CATCH_UP, len(self.buffer))):
-            sensor, stamp, value = self.buffer.popleft()
-            for _, est in self.candidates:
+        """The candidates take the queue's readings they have not taken, in the grid's order,
+        :data:`CATCH_UP` readings per candidate in all."""
+        budget = CATCH_UP * len(self.candidates)
+        for i, (_, est) in enumerate(self.candidates):
+            n = min(len(self.buffer) - self.taken[i], budget)
+            for sensor, stamp, value in self.buffer[self.taken[i]:self.taken[i] + n]:
                 est.add_sample(sensor, stamp, value)
+            self.taken[i] += n
+            budget -= n
 
-    def best(self) -> float:
-        """The candidates' scale whose innovations score best so far (the current one if none
-        has scored readings of every sensor yet); only once they have caught up (``add``)."""
+    def best(self, ready: list[int]) -> float:
+        """The scale of the candidates ``ready`` (indices: those that have caught up) whose
+        innovations score best so far (the current one if none has scored readings of every
+        sensor yet)."""
         best, best_cost = self.scale, math.inf
-        for c, est in self.candidates:
+        for c, est in (self.candidates[i] for i in ready):
             means = [s.innovations.mean for s in est.measuring if s.innovations.count]
             if len(means) < sum(1 for s in est.measuring if s.counts.used) or not means:
                 continue
