@@ -161,6 +161,16 @@ class ModelUncertainty:
             self.taken[i] += n
             budget -= n
 
+    def encoder_levels_known(self, stamp: float, window: float) -> bool:
+        """Whether the encoders' residual levels are known at ``stamp`` (s) for the divergence
+        test's verdict (:class:`.LossJudge`): not while watching (the first SETTLE s: the
+        noises may be wrong), nor in a search's first ``window`` s (the divergence test's: the
+        floors it calibrates are being found, and its window still holds readings judged
+        without them)."""
+        if self.state == "watching":
+            return False
+        return self.state == "held" or stamp >= self.t_first + SETTLE + window
+
     def best(self, ready: list[int]) -> float:
         """The scale of the candidates ``ready`` (indices: those that have caught up) whose
         innovations score best so far (the current one if none has scored readings of every
