@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
             enc = next((e.config.name for e in mech.encoders if e.config.joint == joint), "")
             print(f"| {Path(log).stem} ({s.span:.1f} s) | {joint} | {s.recorded_rms[k]:.3f} | "
                   + " | ".join(f"{s.scores[m][k]:.2f}" for m in METHODS)
-                  + f" | {s.diverged.get(enc, 0.0):.2f} | {s.lost.get(enc, 0.0):.2f} | {s.residual_sigmas.get(enc, float('nan')):.1f} |", flush=True)
+                  + f" | {s.diverged.get(enc, 0.0):.2f} | {s.lost.get(enc, 0.0):.2f}"
+                  + f" | {s.residual_sigmas.get(enc, float('nan')):.1f} |", flush=True)
     return 0
 
 

@@ -20,15 +20,15 @@ does so only when the innovations say the noises are wrong: if, at
 and then take every new one, alongside, until ``model_uncertainty.seconds`` s after the start;
 the estimator uses the candidates' best scale so far, and after that holds it (the candidates
 are dropped). The replay is spread so that no reading stalls a live node: each reading the
-estimator takes, the candidates take :data:`CATCH_UP` readings each at most in all of the
-queue (the buffered first second, each new reading queued behind), one after the other in the
-grid's order (from ``max``: 1, the scale in use until then, by default), a candidate that
-has caught up the new reading only. They have all caught up SETTLE / (CATCH_UP - 1) s of data after SETTLE
-(1/3 s); until then the estimator uses the best of those that have (a replay at once chose
-from all of them from 1 s on). The search ends at ``seconds`` or once the candidates have all
-caught up, whichever is later: the scale held is chosen from the same readings
-as a replay at once would, and held from the same time. The first :data:`SKIP` s of every
-candidate are not scored (the start's transient). The scale is reported in
+estimator takes, the candidates take at most :data:`CATCH_UP` readings per candidate in all of
+the queue (the buffered first second, each new reading queued behind), one after the other in
+the grid's order (from ``max``: by default 1, the scale in use until then), a candidate that
+has caught up the new reading only. They have all caught up SETTLE / (CATCH_UP - 1) s of data
+after SETTLE (1/3 s); until then the estimator uses the best of those that have (a replay at
+once chose from all of them from 1 s on). The search ends at ``seconds`` or once the
+candidates have all caught up, whichever is later: the scale held is chosen from the same
+readings as a replay at once would, and held from the same time. The first :data:`SKIP` s of
+every candidate are not scored (the start's transient). The scale is reported in
 ``Health.model_scale`` (the node's /diagnostics). The truth is never used. No ROS.
 """
 from __future__ import annotations
@@ -60,9 +60,9 @@ GRID_RATIO = math.sqrt(10.0)
 """ratio between neighbouring candidate scales."""
 
 CATCH_UP = 4
-"""readings each candidate takes at most per reading the estimator takes: the search costs
-(1 + CATCH_UP x candidates) times the estimator's work per reading while the candidates catch
-up, then (1 + candidates) times."""
+"""readings per candidate the candidates take at most in all per reading the estimator takes:
+the search costs up to (1 + CATCH_UP x candidates) times the estimator's work per reading while
+the candidates catch up, then (1 + candidates) times."""
 
 
 def candidate_scales(cfg: ModelUncertaintyConfig) -> list[float]:

@@ -1,6 +1,6 @@
 """The model-uncertainty scale's grid, its innovation bookkeeping and the work its search adds
-to each reading (mbfg_ros/estimation/model_uncertainty.py); its search on real recordings is scored in
-test/replay/test_double_pendulum_recordings.py, and the simulated rigs of
+to each reading (mbfg_ros/estimation/model_uncertainty.py); its search on real recordings is
+scored in test/replay/test_double_pendulum_recordings.py, and the simulated rigs of
 tools/replay_fingerprint.py (true noises) do not start it."""
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_the_search_takes_a_bounded_share_of_the_buffer_per_reading():
                 searching_since = t
             if searching_since is not None and caught_up is None:
                 if mu.buffer:     # the scale in use: 1, or one of a candidate that has caught up
-                    ready = {c for (c, _), n in zip(mu.candidates, mu.taken) if n == len(mu.buffer)}
+                    ready = {c for (c, _), k in zip(mu.candidates, mu.taken) if k == len(mu.buffer)}
                     assert est.model_scale in ready | {1.0}
                 else:
                     caught_up = t
