@@ -7,7 +7,9 @@ scores the estimated effort of each joint given with ``--torque JOINT=COLUMN`` a
 column of the log, as the normalised RMSE (RMSE / RMS of the recorded torque; 1.0 is what an
 estimate of zero scores), beside the inverse-dynamics baselines of the same model on the
 imported encoder positions: causal and zero-phase Savitzky-Golay derivatives
-(:mod:`mbfg_ros.benchmark.effort_scoring`). The first ``--skip`` s of each log are left out.
+(:mod:`mbfg_ros.benchmark.effort_scoring`), the seconds each joint's encoder was flagged by the
+divergence test (either verdict) and judged lost (``DIVERGED``), and its residual RMS. The
+first ``--skip`` s of each log are left out.
 
 Example (the double pendulum's fixtures, from the repository root):
 
@@ -45,15 +47,16 @@ def main(argv: list[str] | None = None) -> int:
     heads = ["filtered", "lagged", "causal SG + ID", "zero-phase SG + ID"]
     print(f"Normalised torque RMSE (RMSE / RMS of the recorded torque; 1.0 = an estimate of zero), "
           f"{args.config}, the first {args.skip:g} s skipped")
-    print("| run | joint | recorded RMS (N m) | " + " | ".join(heads) + " | diverged (s of run) | residual (sigma) |")
-    print("|---|---|---|" + "---|" * len(heads) + "---|---|")
+    print("| run | joint | recorded RMS (N m) | " + " | ".join(heads) + " | diverged (s of run) | lost (s) | residual (sigma) |")
+    print("|---|---|---|" + "---|" * len(heads) + "---|---|---|")
     for log in args.logs:
         s = score_recorded_run(log, log_map, mech, torque, args.skip)
         for k, joint in enumerate(s.joints):
             enc = next((e.config.name for e in mech.encoders if e.config.joint == joint), "")
             print(f"| {Path(log).stem} ({s.span:.1f} s) | {joint} | {s.recorded_rms[k]:.3f} | "
                   + " | ".join(f"{s.scores[m][k]:.2f}" for m in METHODS)
-                  + f" | {s.diverged.get(enc, 0.0):.2f} | {s.residual_sigmas.get(enc, float('nan')):.1f} |", flush=True)
+                  + f" | {s.diverged.get(enc, 0.0):.2f} | {s.lost.get(enc, 0.0):.2f}"
+                  + f" | {s.residual_sigmas.get(enc, float('nan')):.1f} |", flush=True)
     return 0
 
 

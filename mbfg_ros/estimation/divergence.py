@@ -219,17 +219,24 @@ class LossJudge:
     """Judges the failing periods of a DivergenceMonitor for the estimator: LOST when an angle
     encoder is SLIP_RADIANS off, when every sensor with readings fails at once for a whole window
     (none agrees with the estimate; two sensors at least), or when the only sensor with readings
-    fails at more than LOST_SIGMAS times the limit for a whole window; else STRAINED (another
-    sensor agrees with the estimate) with its likely cause. An open
+    fails at more than LOST_SIGMAS times the limit for a whole window (an encoder by these two
+    only once its residual level is known, ``judge``); else STRAINED (another sensor agrees
+    with the estimate) with its likely cause. An open
     period gets the keyframe-rate note of ``speed_note()`` when it opens and once per window while
     it lasts (the speed seen so far grows; "" keeps the last note)."""
 
-    def __init__(self, encoder_radians: dict[str, float]) -> None:
-        """``encoder_radians``: {angle encoder name: its noise sigma, rad}."""
+    def __init__(self, encoder_radians: dict[str, float], encoders=None) -> None:
+        """``encoder_radians``: {angle encoder name: its noise sigma, rad}; ``encoders``: every
+        encoder's name (default the angle encoders)."""
         self.encoder_radians = encoder_radians
+        self.encoders = frozenset(encoder_radians if encoders is None else encoders)
         self._noted: dict[int, float] = {}            # period -> when its note was last taken
 
-    def judge(self, mon: DivergenceMonitor, stamp: float, speed_note) -> None:
+    def judge(self, mon: DivergenceMonitor, stamp: float, speed_note, encoder_levels: bool = True) -> None:
+        """Judge ``mon``'s open periods at ``stamp``. ``encoder_levels``: whether the encoders'
+        residual levels are known (False while :mod:`.model_uncertainty` still judges whether
+        their noises are right, or sets the floors it found: an encoder is then judged lost
+        only by a slip, as the rest is the level the datasheet noise left out)."""
         if not mon.open:
             return
         reading = set(mon.sensors_with_readings())
@@ -245,13 +252,14 @@ class LossJudge:
                 continue
             rms = mon.rms.get(name, 0.0)
             whole = stamp - p.start >= mon.window
+            judged = encoder_levels or name not in self.encoders
             sigma = self.encoder_radians.get(name)
             radians = None if sigma is None else rms * mon.floor.get(name, 1.0) * sigma
             if radians is not None and radians > SLIP_RADIANS:
                 mon.lose(name, f"{radians:.2f} rad from the estimate (a whole-turn slip, or lost)")
-            elif none_agree and whole and len(reading) >= 2:
+            elif none_agree and whole and judged and len(reading) >= 2:
                 mon.lose(name, "no sensor agrees with the estimate: " + ", ".join(sorted(reading)))
-            elif none_agree and whole and rms > LOST_SIGMAS * mon.limit:
+            elif none_agree and whole and judged and rms > LOST_SIGMAS * mon.limit:
                 mon.lose(name, f"above {LOST_SIGMAS * mon.limit:g} sigma for {mon.window:g} s, the only sensor")
             elif not p.cause:
                 p.cause = LIKELY_CAUSE

@@ -110,7 +110,7 @@ class Estimator:
         self._next_key = 0
         self.output = EstimateOutput(self)
         self._judge = LossJudge({e.config.name: e.config.noise for e in mechanism.encoders
-                                 if mechanism.angular[e.index]})
+                                 if mechanism.angular[e.index]}, [e.config.name for e in mechanism.encoders])
         self.restarts = Restarts(self, search, given_start=initial_q is not None or initial_state is not None)
         self.model_scale = 1.0 if model_scale is None else float(model_scale)
         self.uncertainty = ModelUncertainty.of(self, model_scale, initial_q=initial_q, initial_v=initial_v,
@@ -381,7 +381,10 @@ class Estimator:
             if g.k - 1 in self.states and any(g.taken):
                 self._check(self.states[g.k - 1], self.states[g.k], self.records.parameters(g.k))
                 test_step(self.health.divergence, self._check, self.layout, self.measuring, g.taken, self.time(g.k))
-            self._judge.judge(self.health.divergence, self.time(last), lambda: window_note(self))
+            t_last = self.time(last)
+            self._judge.judge(self.health.divergence, t_last, lambda: window_note(self),
+                              self.uncertainty is None or
+                              self.uncertainty.encoder_levels_known(t_last, self.health.divergence.window))
             for kk in [kk for kk in self.states if kk < last - 1]:
                 del self.states[kk]
             k = sch.closed

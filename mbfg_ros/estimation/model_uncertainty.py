@@ -12,15 +12,24 @@ So the estimator chooses one factor ``scale`` on those three sigmas (the integra
 sensor noises and the priors stay as configured) by the statistic ``mbfg tune`` maximises, the
 likelihood of the innovations (each reading minus its prediction from the keyframe before),
 made robust: per sensor the mean |whitened innovation| (``SensorStream.innovations``), summed
-as sum_s log(mean_s) (the mean square picked 0.01 on one acrobot run whose best is 0.1). It does so only when the innovations say the noises are wrong: if, at
+as sum_s log(mean_s) (the mean square picked 0.01 on one acrobot run whose best is 0.1). It
+does so only when the innovations say the noises are wrong: if, at
 :data:`SETTLE` s after the run started, some encoder's running innovation scale exceeds
 :data:`TRIGGER` sigmas, candidate estimators with fixed scales (a geometric grid from
 ``model_uncertainty.max`` down to ``min``, ratio :data:`GRID_RATIO`) replay the readings so far
 and then take every new one, alongside, until ``model_uncertainty.seconds`` s after the start;
-each step the estimator uses the candidates' best scale so far, and after that holds it (the
-candidates are dropped). The first :data:`SKIP` s of every candidate are not scored (the
-start's transient). The scale is reported in ``Health.model_scale`` (the node's /diagnostics).
-The truth is never used. No ROS.
+the estimator uses the candidates' best scale so far, and after that holds it (the candidates
+are dropped). The replay is spread so that no reading stalls a live node: each reading the
+estimator takes, the candidates take at most :data:`CATCH_UP` readings per candidate in all of
+the queue (the buffered first second, each new reading queued behind), one after the other in
+the grid's order (from ``max``: by default 1, the scale in use until then), a candidate that
+has caught up the new reading only. They have all caught up SETTLE / (CATCH_UP - 1) s of data
+after SETTLE (1/3 s); until then the estimator uses the best of those that have (a replay at
+once chose from all of them from 1 s on). The search ends at ``seconds`` or once the
+candidates have all caught up, whichever is later: the scale held is chosen from the same
+readings as a replay at once would, and held from the same time. The first :data:`SKIP` s of
+every candidate are not scored (the start's transient). The scale is reported in
+``Health.model_scale`` (the node's /diagnostics). The truth is never used. No ROS.
 """
 from __future__ import annotations
 
@@ -50,6 +59,11 @@ while the search runs (:meth:`.DivergenceMonitor.calibrate`)."""
 GRID_RATIO = math.sqrt(10.0)
 """ratio between neighbouring candidate scales."""
 
+CATCH_UP = 4
+"""readings per candidate the candidates take at most in all per reading the estimator takes:
+the search costs up to (1 + CATCH_UP x candidates) times the estimator's work per reading while
+the candidates catch up, then (1 + candidates) times."""
+
 
 def candidate_scales(cfg: ModelUncertaintyConfig) -> list[float]:
     """The grid of scales tried: max, max / GRID_RATIO, ... down to min (min included)."""
@@ -71,8 +85,9 @@ class ModelUncertainty:
         self.make_candidate = make_candidate
         self.scale = 1.0
         self.state = "watching"            # watching -> searching -> held (or held at once)
-        self.buffer: list[tuple[str, float, object]] = []
+        self.buffer: list[tuple[str, float, np.ndarray]] = []   # readings some candidate has not taken
         self.candidates: list[tuple[float, object]] = []
+        self.taken: list[int] = []         # per candidate: how many readings of the buffer it took
         self.t_first: float | None = None
         self.searched = False
 
@@ -111,38 +126,57 @@ class ModelUncertainty:
         running innovation scales decide the search)."""
         if self.t_first is None:
             self.t_first = stamp
+        self.buffer.append((sensor, stamp, np.array(value, float, copy=True)))
         if self.state == "watching":
-            self.buffer.append((sensor, stamp, np.array(value, float, copy=True)))
             if stamp - self.t_first >= SETTLE:
                 worst = max((s.scale for s in streams if s.counts.used and s.kind == "encoder"), default=1.0)
                 if worst > TRIGGER:
-                    self._start_search()
+                    self.state = "searching"
+                    self.searched = True
+                    self.candidates = [(c, self.make_candidate(c)) for c in candidate_scales(self.cfg)]
+                    self.taken = [0] * len(self.candidates)
                 else:
                     self.state = "held"
-                self.buffer = []
-            return
-        if self.state == "searching":
-            for _, est in self.candidates:
-                est.add_sample(sensor, stamp, value)
-            self.scale = self.best()
+                    self.buffer.clear()
+            if self.state != "searching":
+                return
+        self._catch_up()
+        ready = [i for i, n in enumerate(self.taken) if n == len(self.buffer)]
+        self.scale = self.best(ready)
+        if len(ready) == len(self.candidates):
+            self.buffer.clear()
+            self.taken = [0] * len(self.candidates)
             if stamp - self.t_first >= self.cfg.seconds:
                 self.state = "held"
                 self.candidates = []
 
-    def _start_search(self) -> None:
-        self.state = "searching"
-        self.searched = True
-        self.candidates = [(c, self.make_candidate(c)) for c in candidate_scales(self.cfg)]
-        for _, est in self.candidates:
-            for sensor, stamp, value in self.buffer:
+    def _catch_up(self) -> None:
+        """The candidates take the queue's readings they have not taken, in the grid's order,
+        :data:`CATCH_UP` readings per candidate in all."""
+        budget = CATCH_UP * len(self.candidates)
+        for i, (_, est) in enumerate(self.candidates):
+            n = min(len(self.buffer) - self.taken[i], budget)
+            for sensor, stamp, value in self.buffer[self.taken[i]:self.taken[i] + n]:
                 est.add_sample(sensor, stamp, value)
-        self.scale = self.best()
+            self.taken[i] += n
+            budget -= n
 
-    def best(self) -> float:
-        """The candidates' scale whose innovations score best so far (the current one if none
-        has scored readings of every sensor yet)."""
+    def encoder_levels_known(self, stamp: float, window: float) -> bool:
+        """Whether the encoders' residual levels are known at ``stamp`` (s) for the divergence
+        test's verdict (:class:`.LossJudge`): not while watching (the first SETTLE s: the
+        noises may be wrong), nor in a search's first ``window`` s (the divergence test's: the
+        floors it calibrates are being found, and its window still holds readings judged
+        without them)."""
+        if self.state == "watching":
+            return False
+        return self.state == "held" or stamp >= self.t_first + SETTLE + window
+
+    def best(self, ready: list[int]) -> float:
+        """The scale of the candidates ``ready`` (indices: those that have caught up) whose
+        innovations score best so far (the current one if none has scored readings of every
+        sensor yet)."""
         best, best_cost = self.scale, math.inf
-        for c, est in self.candidates:
+        for c, est in (self.candidates[i] for i in ready):
             means = [s.innovations.mean for s in est.measuring if s.innovations.count]
             if len(means) < sum(1 for s in est.measuring if s.counts.used) or not means:
                 continue

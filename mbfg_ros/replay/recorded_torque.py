@@ -23,13 +23,15 @@ from mbfg_ros.replay.session import ReplayOptions, replay_bag
 class RecordedRunScore:
     """Normalised RMSE per method (:data:`~mbfg_ros.benchmark.effort_scoring.METHODS`) and driven joint (``joints``) over ``span``
     (s of log time scored: from ``skip`` after the first reading to the last), the recorded
-    torque's RMS (N m or N), the seconds each sensor was flagged diverged in the filtered replay,
-    and the encoder residuals' RMS at the filtered estimate (sigmas)."""
+    torque's RMS (N m or N), the seconds each sensor was flagged by the divergence test in the
+    filtered replay (``diverged``: either verdict; ``lost``: judged lost, the replay's
+    ``DIVERGED``), and the encoder residuals' RMS at the filtered estimate (sigmas)."""
     joints: list[str]
     scores: dict[str, np.ndarray]
     recorded_rms: np.ndarray
     span: float
     diverged: dict[str, float] = field(default_factory=dict)
+    lost: dict[str, float] = field(default_factory=dict)
     residual_sigmas: dict[str, float] = field(default_factory=dict)
 
 
@@ -68,9 +70,13 @@ def score_recorded_run(log: str | Path, log_map, mech: Mechanism, torque_columns
             estimates[method] = (t, res.estimates.effort[:, idx])
             if method == "filtered":
                 last = float(res.estimates.t[-1])
-                diverged = {s.config.name: sum((last if p.end is None else p.end) - p.start
-                                               for p in res.health.divergence.periods if p.sensor == s.config.name)
-                            for s in mech.encoders}
+                periods = res.health.divergence.periods
+
+                def flagged(sensor: str, lost_only: bool) -> float:
+                    return sum((last if p.end is None else p.end) - p.start for p in periods
+                               if p.sensor == sensor and (p.lost or not lost_only))
+                diverged = {e.config.name: flagged(e.config.name, False) for e in mech.encoders}
+                lost = {e.config.name: flagged(e.config.name, True) for e in mech.encoders}
                 sigmas = {k: float(np.sqrt(np.mean(np.square(r.r / r.sigma)))) for k, r in
                           sensor_residuals(mech, res.layout, res.estimates, res.samples).items()}
     start, end = t_rows[0] + skip, t_rows[-1]
@@ -89,4 +95,4 @@ def score_recorded_run(log: str | Path, log_map, mech: Mechanism, torque_columns
         effort = baseline_effort(mech, t_rows, q_rows, causal)[:, idx]
         scores[name] = normalised_rmse(interpolated(t_key, t_rows, effort), reference)
     return RecordedRunScore(joints, scores, np.sqrt(np.nanmean(reference ** 2, axis=0)),
-                            float(t_key[-1] - t_key[0]) if t_key.size else 0.0, diverged, sigmas)
+                            float(t_key[-1] - t_key[0]) if t_key.size else 0.0, diverged, lost, sigmas)

@@ -47,14 +47,16 @@ def test_restart_closes_an_open_period():
     assert mon.periods[1].verdict == LOST and mon.periods[1].cause == "re-initialised"
 
 
-def _judged(residuals: dict, seconds: float, encoders: dict | None = None, note: str = "") -> DivergenceMonitor:
-    """A monitor fed ``residuals`` {sensor: sigma} every 5 ms for ``seconds`` and judged after each."""
+def _judged(residuals: dict, seconds: float, encoders: dict | None = None, note: str = "",
+            levels_from: float = 0.0) -> DivergenceMonitor:
+    """A monitor fed ``residuals`` {sensor: sigma} every 5 ms for ``seconds`` and judged after
+    each, the encoders' residual levels known from ``levels_from`` s on."""
     mon = DivergenceMonitor(window=0.5, limit=5.0)
     judge = LossJudge(encoders or {})
     for k in range(int(seconds / 0.005)):
         for name, r in residuals.items():
             mon.add(name, k * 0.005, [r])
-        judge.judge(mon, k * 0.005, lambda: note)
+        judge.judge(mon, k * 0.005, lambda: note, encoder_levels=k * 0.005 >= levels_from)
     return mon
 
 
@@ -80,6 +82,23 @@ def test_a_lost_estimate_is_judged_lost():
     assert not _judged({"rod_gyro": 8.0}, 3.0).open["rod_gyro"].lost
     # far beyond the limit while another sensor agrees: strained (the estimate holds)
     assert not _judged({"rod_gyro": 30.0, "crank_encoder": 1.0}, 1.0, {"crank_encoder": 1e-3}).open["rod_gyro"].lost
+
+
+def test_encoders_are_judged_lost_only_by_a_slip_until_their_levels_are_known():
+    """While the model-uncertainty search may still find that the encoders' noises are wrong
+    (a real rig's encoders at 8 sigma of their datasheet noise from the start), two encoders
+    failing together are strained; once the levels are known, lost. A slip is lost at once."""
+    both = {"shoulder_encoder": 8.0, "elbow_encoder": 8.0}
+    angles = {"shoulder_encoder": 1e-4, "elbow_encoder": 1e-4}
+    mon = _judged(both, 1.4, angles, levels_from=1.5)
+    assert mon.open and not mon.diverged
+    mon = _judged(both, 1.6, angles, levels_from=1.5)
+    assert all(p.lost for p in mon.open.values())
+    mon = _judged({"shoulder_encoder": 20000.0, "elbow_encoder": 1.0}, 0.05, angles, levels_from=1.5)
+    assert mon.open["shoulder_encoder"].lost and "whole-turn" in mon.open["shoulder_encoder"].cause
+    # a gyro is judged as before
+    mon = _judged({"rod_gyro": 30.0}, 0.7, levels_from=1.5)
+    assert mon.open["rod_gyro"].lost
 
 
 def test_a_new_period_carries_the_keyframe_rate_note():

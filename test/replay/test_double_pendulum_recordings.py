@@ -9,11 +9,12 @@ inverse-dynamics baselines of the same model.
 The bounds are today's figures with a margin (x1.25 for the estimator, 2 % for the
 deterministic baselines), so that a change that makes the estimate worse fails. With the stamp
 jitter in each reading's noise and the model's uncertainty chosen online from the innovations
-(issue 23 step 5; no `mbfg tune`) the filtered elbow torque scores 0.73 / 0.65 against the
-causal baseline's 0.88 / 0.72 (it was 2.09 / 1.41), and the test holds it below that baseline.
+(issue 23 step 5; no `mbfg tune`) the filtered elbow torque scores 0.77 / 0.66 against the
+causal baseline's 0.88 / 0.72 (it was 2.09 / 1.41), and the test holds it below that baseline;
+no DIVERGED (lost) report.
 Still bad: the shoulder, whose published model is poor even offline (zero-phase baseline
 0.88-0.94; the acrobot's shoulder is passive, its recorded torque is the driver's noise), scores
-2.1-2.4 filtered; the encoder residuals are 4-17 sigma of the datasheet noise, and the
+2.1-2.8 filtered; the encoder residuals are 4-17 sigma of the datasheet noise, and the
 divergence test flags the encoders for 0.1-1.1 s at the start (issue 23 step 6)."""
 from __future__ import annotations
 
@@ -35,9 +36,9 @@ TORQUE = {"shoulder": "tau_meas1", "elbow": "tau_meas2"}
 # normalised torque RMSE measured on the fixtures (shoulder, elbow): filtered, lagged, causal
 # baseline, zero-phase baseline; the first second skipped
 MEASURED = {
-    "sys_id": {"filtered": (2.06, 0.73), "lagged": (1.35, 0.47), "causal_baseline": (1.89, 0.88),
+    "sys_id": {"filtered": (2.11, 0.77), "lagged": (1.37, 0.49), "causal_baseline": (1.89, 0.88),
                "zero_phase_baseline": (0.88, 0.34)},
-    "acrobot": {"filtered": (2.37, 0.65), "lagged": (1.90, 0.45), "causal_baseline": (3.49, 0.72),
+    "acrobot": {"filtered": (2.79, 0.66), "lagged": (1.94, 0.45), "causal_baseline": (3.49, 0.72),
                 "zero_phase_baseline": (0.94, 0.55)},
 }
 
@@ -71,6 +72,8 @@ def test_the_estimated_torque_against_the_recorded_one(scores, run):
             np.testing.assert_allclose(got, figures, rtol=0.02, err_msg=method)
         else:
             assert np.all(got <= 1.25 * np.array(figures)), (run, method, got)
+    # no DIVERGED (lost) report: the encoders' level at the start is the one the search calibrates
+    assert not any(s.lost.values()), s.lost
     # the lagged estimate beats the filtered one on both joints; the filtered elbow the causal baseline
     assert np.all(s.scores["lagged"] < s.scores["filtered"])
     assert s.scores["filtered"][1] < s.scores["causal_baseline"][1]
