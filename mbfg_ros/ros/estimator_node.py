@@ -30,15 +30,18 @@ output nobody subscribes to is not computed (subscribers are counted once a seco
 ``~/joint_states`` always goes out.
 
 One thread (README "The live node"): the executor's (the classic one, or the events executor
-with ``MBFG_EXECUTOR=events``: :func:`~mbfg_ros.ros.rclpy_compat.node_executor`). A subscription's callback takes every message
-waiting on it as CDR bytes and decodes them at once (:class:`~mbfg_ros.io.cdr_intake.CdrIntake`:
-the replay's CDR layouts, message by message for irregular ones) into the input queue
-(:class:`~mbfg_ros.ros.sample_queue.SampleQueue`), then runs the estimation step: everything
-queued through the intake that ``mbfg replay`` shares (:mod:`mbfg_ros.intake`): the time rules,
-stamp order across topics (``reorder_window``) and the estimator
+with ``MBFG_EXECUTOR=events``: :func:`~mbfg_ros.ros.rclpy_compat.node_executor`). While data
+flows the executor does not wait on the sensor subscriptions (:mod:`~mbfg_ros.ros.paced_intake`):
+the intake timer runs bursts of ticks, one per ``intake_period`` (default the keyframe period),
+each taking every message waiting on each topic as CDR bytes and decoding them at once
+(:class:`~mbfg_ros.io.cdr_intake.CdrIntake`: the replay's CDR layouts, message by message for
+irregular ones) into the input queue (:class:`~mbfg_ros.ros.sample_queue.SampleQueue`), then
+running the estimation step: everything queued through the intake that ``mbfg replay`` shares
+(:mod:`mbfg_ros.intake`): the time rules, stamp order across topics (``reorder_window``; what it
+holds is released by time at the next tick) and the estimator
 (:class:`~mbfg_ros.intake.feeder.Feeder`), and publishes the estimates, filled into byte
-templates of the messages (:class:`~mbfg_ros.io.output_templates.BatchMessages`); a timer runs
-the step while the stamp order holds readings (they go out by time too). The diagnostics timer
+templates of the messages (:class:`~mbfg_ros.io.output_templates.BatchMessages`). After a second
+without a message the node waits on its subscriptions again and the next message wakes it. The diagnostics timer
 runs on the steady clock, so /diagnostics keeps coming when every sensor (or /clock) is silent
 (between the slices of a backlog the step publishes them when due), and judges over a rolling
 window (``health_window``, :mod:`mbfg_ros.intake.sensor_health`) so its warnings clear when
@@ -84,7 +87,8 @@ from mbfg_ros.ros.node_diagnostics import NodeStatuses, SensorChangeLog
 from mbfg_ros.ros.node_parameters import declare_node_parameters
 from mbfg_ros.ros.parameter_tables import (ESTIMATOR_PARAMETERS, check_frame, estimator_config,
                                            load_node_mechanism)
-from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError, take_waiting
+from mbfg_ros.ros.paced_intake import IDLE_AFTER, IntakeSchedule, PacedGroup, receive_times, take_all
+from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
 from mbfg_ros.ros.sample_queue import QueuedReading, SampleQueue
 from mbfg_ros.ros.estimate_outputs import EstimateOutputs
@@ -181,6 +185,7 @@ class EstimatorNode(EstimateOutputs, Node):
                                       durability=DurabilityPolicy.VOLATILE,
                                       history=HistoryPolicy.KEEP_LAST)
         self._subs: dict[str, tuple[str, object]] = {}
+        self._paced = PacedGroup()
         for topic, types in self.router.topics.items():
             self._subscribe(topic, types[0])
 
@@ -188,12 +193,14 @@ class EstimatorNode(EstimateOutputs, Node):
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._diag_timer = self.create_timer(p["diagnostics_period"], self._diagnostics_tick, clock=steady)
         self._diag_next = time.monotonic() + p["diagnostics_period"]
-        # readings the stamp order holds go out by time too (a topic fell silent, the window
-        # passed): this timer runs only while it holds some
-        self._release_timer = self.create_timer(self.RELEASE_POLL, self._step, clock=steady)
         self._ready: list = []                   # readings released, not fed yet (a backlog)
-        self._backlog_timer = self.create_timer(self.BACKLOG_POLL, self._step, clock=steady)
-        self._backlog_timer.cancel()
+        # while data flows, bursts of ticks, one per intake period, take every topic's
+        # messages, feed a backlog on and release what the stamp order holds by time
+        # (paced_intake.py); the timer starts a burst
+        self._schedule = IntakeSchedule(p["intake_period"] or 1.0 / self.estimator.cfg.keyframe_rate)
+        self._intake_timer = self.create_timer(self._schedule.period, self._intake_burst, clock=steady)
+        self._intake_timer.cancel()
+        self._taken_at = -math.inf               # steady s: the last tick that took a message
         self._switching: dict[str, str] = {}      # load-cell topics changing message type
         if any(len(types) > 1 for types in self.router.topics.values()):
             self._type_timer = self.create_timer(1.0, self._follow_publisher_types, clock=steady)
@@ -214,42 +221,69 @@ class EstimatorNode(EstimateOutputs, Node):
         holder: list = []
 
         def callback(raw: bytes, topic=topic, msgtype=msgtype) -> None:
-            self._take(holder[0], topic, msgtype, raw)
+            self._woken(holder[0], topic, msgtype, raw)
 
+        kwargs = dict(raw=True, callback_group=self._paced)
         try:
             sub = self.create_subscription(message_class(msgtype), topic, callback,
-                                           self._sensor_qos, event_callbacks=events, raw=True)
+                                           self._sensor_qos, event_callbacks=events, **kwargs)
         except UnsupportedEventTypeError:           # an rmw without the message-lost event
-            sub = self.create_subscription(message_class(msgtype), topic, callback, self._sensor_qos, raw=True)
+            sub = self.create_subscription(message_class(msgtype), topic, callback, self._sensor_qos, **kwargs)
         holder.append(sub)
         self._subs[topic] = (msgtype, sub)
 
-    DRAIN = 500
-    """Most messages taken from one subscription per executor wake-up."""
+    DRAIN = 5000
+    """Most messages taken from one subscription per wake-up."""
 
-    BACKLOG_POLL = 0.0005
-    """s: period of the step while a backlog waits (the executor takes messages in between)."""
+    def _woken(self, sub, topic: str, msgtype: str, raw: bytes) -> None:
+        """The first message after a silence (the executor took it: the node was idle, waiting
+        on its subscriptions): pace again (:mod:`~mbfg_ros.ros.paced_intake`) and take it with
+        everything waiting."""
+        self._paced.idle = False
+        self._intake_timer.reset()
+        self._intake([(topic, msgtype, [raw], [0])])
 
-    RELEASE_POLL = 0.01
-    """s: period of the step that releases readings the stamp order holds by time (only while
-    it holds some; every arriving message releases what it can at once)."""
+    def _intake_burst(self) -> None:
+        """The intake timer: a burst of intake ticks (:class:`~mbfg_ros.ros.paced_intake.IntakeSchedule`),
+        each taking every message waiting on each sensor topic, then running the estimation
+        step; idle (waiting on the subscriptions again) after a silence with nothing held."""
+        for now in self._schedule.ticks():
+            if not self._taking() or not rclpy.ok(context=self.context):
+                self._go_idle()
+                return
+            taken = []
+            for topic, (msgtype, sub) in list(self._subs.items()):
+                raws, received = take_all(sub, self.DRAIN)
+                if raws:
+                    taken.append((topic, msgtype, raws, received))
+            if taken:
+                self._taken_at = now
+            elif (now - self._taken_at > IDLE_AFTER and not self._ready and not len(self.queue)
+                  and not len(self.order)):
+                self._go_idle()
+                return
+            self._intake(taken)
 
-    def _take(self, sub, topic: str, msgtype: str, raw: bytes) -> None:
-        """The executor's callback with one message of ``sub`` (CDR bytes): take the others
-        already waiting on it too (the executor takes one per wake-up, each wake-up costing
-        more than the message), decode them at once (:class:`~mbfg_ros.io.cdr_intake.CdrIntake`),
-        queue the readings and run the estimation step."""
-        raws = [raw]
-        clock = self.get_clock()
-        stamped_on_receipt = msgtype == FLOAT64          # a Float64's stamp is its receive time
-        receive = [clock.now().nanoseconds]
-        for _ in range(self.DRAIN - 1):
-            taken = take_waiting(sub)
-            if taken is None:
-                break
-            raws.append(taken)
-            receive.append(clock.now().nanoseconds if stamped_on_receipt else receive[0])
-        self._on_messages(topic, msgtype, raws, receive)
+    def _go_idle(self) -> None:
+        """Wait on the sensor subscriptions (and everything else) again: the next message wakes
+        the node (:meth:`_woken`)."""
+        self._paced.idle = True
+        self._intake_timer.cancel()
+
+    def _taking(self) -> bool:
+        """Whether sensor messages are taken (the managed node: only while active)."""
+        return True
+
+    def _intake(self, taken: list[tuple[str, str, list[bytes], list[int]]]) -> None:
+        """Decode and queue ``taken`` ((topic, type, CDR bytes, system-clock receive ns) of each
+        topic with messages) and run the estimation step."""
+        now_ns = self.get_clock().now().nanoseconds
+        for topic, msgtype, raws, received in taken:
+            if msgtype == FLOAT64:                  # a Float64's stamp is its receive time
+                receive = receive_times(received, now_ns)
+            else:
+                receive = [now_ns] * len(raws)
+            self._on_messages(topic, msgtype, raws, receive)
         self._step()
 
     def _follow_publisher_types(self) -> None:
@@ -390,17 +424,6 @@ class EstimatorNode(EstimateOutputs, Node):
                 self._diagnostics_if_due()
         del ready[:done]
         self._in_feed = len(ready)
-        self._timer_while(self._backlog_timer, bool(ready))
-        self._timer_while(self._release_timer, not ready and len(self.order) > 0)
-
-    @staticmethod
-    def _timer_while(timer, wanted: bool) -> None:
-        """Run ``timer`` if ``wanted``, else cancel it."""
-        if wanted == timer.is_canceled():
-            if wanted:
-                timer.reset()
-            else:
-                timer.cancel()
 
     STEP_BUDGET = 0.02
     """s: longest one step feeds a backlog before the executor takes messages again."""
