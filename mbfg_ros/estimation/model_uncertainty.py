@@ -17,14 +17,21 @@ as sum_s log(mean_s) (the mean square picked 0.01 on one acrobot run whose best 
 :data:`TRIGGER` sigmas, candidate estimators with fixed scales (a geometric grid from
 ``model_uncertainty.max`` down to ``min``, ratio :data:`GRID_RATIO`) replay the readings so far
 and then take every new one, alongside, until ``model_uncertainty.seconds`` s after the start;
-each step the estimator uses the candidates' best scale so far, and after that holds it (the
-candidates are dropped). The first :data:`SKIP` s of every candidate are not scored (the
-start's transient). The scale is reported in ``Health.model_scale`` (the node's /diagnostics).
-The truth is never used. No ROS.
+the estimator uses the candidates' best scale so far, and after that holds it (the candidates
+are dropped). The replay is spread so that no reading stalls a live node: each reading the
+estimator takes, every candidate takes at most :data:`CATCH_UP` readings of the queue (the
+buffered first second, each new reading queued behind), so the candidates have caught up
+SETTLE / (CATCH_UP - 1) s of data after SETTLE (1/3 s) and the estimator keeps its scale (1)
+until then (a replay at once chose from 1 s on). The search ends at ``seconds`` or once the
+candidates have caught up, whichever is later: the scale held is chosen from the same readings
+as a replay at once would, and held from the same time. The first :data:`SKIP` s of every
+candidate are not scored (the start's transient). The scale is reported in
+``Health.model_scale`` (the node's /diagnostics). The truth is never used. No ROS.
 """
 from __future__ import annotations
 
 import math
+from collections import deque
 
 import numpy as np
 
@@ -50,6 +57,11 @@ while the search runs (:meth:`.DivergenceMonitor.calibrate`)."""
 GRID_RATIO = math.sqrt(10.0)
 """ratio between neighbouring candidate scales."""
 
+CATCH_UP = 4
+"""readings each candidate takes at most per reading the estimator takes: the search costs
+(1 + CATCH_UP x candidates) times the estimator's work per reading while the candidates catch
+up, then (1 + candidates) times."""
+
 
 def candidate_scales(cfg: ModelUncertaintyConfig) -> list[float]:
     """The grid of scales tried: max, max / GRID_RATIO, ... down to min (min included)."""
@@ -71,7 +83,7 @@ class ModelUncertainty:
         self.make_candidate = make_candidate
         self.scale = 1.0
         self.state = "watching"            # watching -> searching -> held (or held at once)
-        self.buffer: list[tuple[str, float, object]] = []
+        self.buffer: deque[tuple[str, float, np.ndarray]] = deque()   # readings the candidates have not taken
         self.candidates: list[tuple[float, object]] = []
         self.t_first: float | None = None
         self.searched = False
@@ -111,36 +123,36 @@ class ModelUncertainty:
         running innovation scales decide the search)."""
         if self.t_first is None:
             self.t_first = stamp
+        self.buffer.append((sensor, stamp, np.array(value, float, copy=True)))
         if self.state == "watching":
-            self.buffer.append((sensor, stamp, np.array(value, float, copy=True)))
             if stamp - self.t_first >= SETTLE:
                 worst = max((s.scale for s in streams if s.counts.used and s.kind == "encoder"), default=1.0)
                 if worst > TRIGGER:
-                    self._start_search()
+                    self.state = "searching"
+                    self.searched = True
+                    self.candidates = [(c, self.make_candidate(c)) for c in candidate_scales(self.cfg)]
                 else:
                     self.state = "held"
-                self.buffer = []
-            return
-        if self.state == "searching":
-            for _, est in self.candidates:
-                est.add_sample(sensor, stamp, value)
+                    self.buffer.clear()
+            if self.state != "searching":
+                return
+        self._catch_up()
+        if not self.buffer:
             self.scale = self.best()
             if stamp - self.t_first >= self.cfg.seconds:
                 self.state = "held"
                 self.candidates = []
 
-    def _start_search(self) -> None:
-        self.state = "searching"
-        self.searched = True
-        self.candidates = [(c, self.make_candidate(c)) for c in candidate_scales(self.cfg)]
-        for _, est in self.candidates:
-            for sensor, stamp, value in self.buffer:
+    def _catch_up(self) -> None:
+        """Every candidate takes the next (at most :data:`CATCH_UP`) readings of the queue."""
+        for _ in range(min(CATCH_UP, len(self.buffer))):
+            sensor, stamp, value = self.buffer.popleft()
+            for _, est in self.candidates:
                 est.add_sample(sensor, stamp, value)
-        self.scale = self.best()
 
     def best(self) -> float:
         """The candidates' scale whose innovations score best so far (the current one if none
-        has scored readings of every sensor yet)."""
+        has scored readings of every sensor yet); only once they have caught up (``add``)."""
         best, best_cost = self.scale, math.inf
         for c, est in self.candidates:
             means = [s.innovations.mean for s in est.measuring if s.innovations.count]

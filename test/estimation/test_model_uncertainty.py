@@ -1,15 +1,20 @@
-"""The model-uncertainty scale's grid and its innovation bookkeeping
-(mbfg_ros/estimation/model_uncertainty.py); its search on real recordings is scored in
+"""The model-uncertainty scale's grid, its innovation bookkeeping and the work its search adds
+to each reading (mbfg_ros/estimation/model_uncertainty.py); its search on real recordings is scored in
 test/replay/test_double_pendulum_recordings.py, and the simulated rigs of
 tools/replay_fingerprint.py (true noises) do not start it."""
 from __future__ import annotations
 
+import dataclasses
 import math
 
+import numpy as np
 import pytest
 
-from mbfg_ros.estimation.model_uncertainty import InnovationSum, candidate_scales
+from conftest import CONFIG, ROOT
+from mbfg_ros.estimation.estimator import Estimator
+from mbfg_ros.estimation.model_uncertainty import CATCH_UP, SETTLE, InnovationSum, candidate_scales
 from mbfg_ros.model.config import ModelUncertaintyConfig
+from mbfg_ros.model.mechanism import load_mechanism
 
 
 def test_the_grid_spans_the_bounds_by_half_decades():
@@ -25,3 +30,50 @@ def test_innovation_sum_is_a_mean():
     s.add(3.0, 2)
     s.add(1.0, 2)
     assert s.mean == 1.0
+
+
+class CountingEstimator(Estimator):
+    """An estimator whose candidates (``model_scale`` fixed: no search of their own) count the
+    readings they take."""
+    taken = 0
+
+    def add_sample(self, sensor, stamp, value):
+        if self.uncertainty is None:
+            CountingEstimator.taken += 1
+        return super().add_sample(sensor, stamp, value)
+
+
+def test_the_search_takes_a_bounded_share_of_the_buffer_per_reading():
+    """The real sys_id fixture's encoders (500 Hz each) start the search 1 s in: each reading the
+    estimator takes, the candidates take at most CATCH_UP readings each (no replay of the whole
+    first second at once), catch up within SETTLE / (CATCH_UP - 1) s of data plus a reading, keep
+    scale 1 until then, and choose and hold a scale after ``seconds``."""
+    mech = load_mechanism(CONFIG / "double_pendulum.yaml")
+    cfg = dataclasses.replace(mech.config.estimator,
+                              model_uncertainty=ModelUncertaintyConfig(seconds=1.5))
+    rows = np.loadtxt(ROOT / "test/fixtures/double_pendulum/sys_id_trajectory_00_0-3.5s.csv",
+                      delimiter=",", skiprows=1, usecols=(0, 1, 2))
+    rows = rows[rows[:, 0] <= 2.0]
+    est = CountingEstimator(mech, cfg, freeze_gc=False)
+    mu, n = est.uncertainty, len(candidate_scales(cfg.model_uncertainty))
+    per_reading, caught_up, searching_since, held = [], None, None, None
+    for t, q1, q2 in rows:
+        for sensor, q in (("shoulder_encoder", q1), ("elbow_encoder", q2)):
+            before = CountingEstimator.taken
+            est.add_sample(sensor, t, [q])
+            per_reading.append(CountingEstimator.taken - before)
+            if mu.state == "held" and held is None:
+                held = (t, len(per_reading))
+            if mu.state == "searching" and searching_since is None:
+                searching_since = t
+            if searching_since is not None and caught_up is None:
+                if mu.buffer:
+                    assert est.model_scale == 1.0
+                else:
+                    caught_up = t
+    assert searching_since == pytest.approx(SETTLE, abs=0.01) and mu.searched
+    assert max(per_reading) == CATCH_UP * n
+    assert caught_up - searching_since <= SETTLE / (CATCH_UP - 1) + 0.01
+    # held at `seconds`, every reading up to then taken by every candidate once
+    assert held[0] == pytest.approx(1.5, abs=0.01) and CountingEstimator.taken == n * held[1]
+    assert not mu.candidates and est.model_scale in candidate_scales(cfg.model_uncertainty)
