@@ -27,10 +27,19 @@ candidates have caught up, whichever is later: the scale held is chosen from the
 as a replay at once would, and held from the same time. The first :data:`SKIP` s of every
 candidate are not scored (the start's transient). The scale is reported in
 ``Health.model_scale`` (the node's /diagnostics). The truth is never used. No ROS.
+
+In the background (``background``, the live node): the candidates take no reading inside the
+estimator's; they work through the queue only in the time the node has spare between its
+intake ticks (:meth:`ModelUncertainty.work`), on the readings up to the first one at or after
+``seconds`` (no more are queued), so the search costs the node no latency and no more CPU than
+it has free: the scale is chosen from the same readings, and held, once they are through (later
+than in a replay when the node has little time spare; the estimator meanwhile keeps the best
+scale so far, 1 until the candidates first catch up).
 """
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
 
 import numpy as np
@@ -87,6 +96,9 @@ class ModelUncertainty:
         self.candidates: list[tuple[float, object]] = []
         self.t_first: float | None = None
         self.searched = False
+        self.background = False            # the candidates work only in work() (module docstring)
+        self._horizon = False              # the reading at ``seconds`` is queued: no more are
+        self._to_make: list[float] = []    # candidate scales not built yet
 
     @classmethod
     def of(cls, est, model_scale: float | None, **start) -> "ModelUncertainty | None":
@@ -108,6 +120,10 @@ class ModelUncertainty:
         """A reading ``est`` is about to take: on to the search; the scale it chose so far into
         ``est`` and its health (the divergence test judged against the levels seen meanwhile)."""
         self.add(sensor, stamp, value, est.measuring)
+        self.apply(est)
+
+    def apply(self, est) -> None:
+        """The scale chosen so far into ``est`` and its health."""
         est.model_scale = est.health.model_scale = self.scale
         est.health.model_scale_searched = self.searched
         if self.searched:
@@ -123,32 +139,56 @@ class ModelUncertainty:
         running innovation scales decide the search)."""
         if self.t_first is None:
             self.t_first = stamp
-        self.buffer.append((sensor, stamp, np.array(value, float, copy=True)))
         if self.state == "watching":
+            self.buffer.append((sensor, stamp, np.array(value, float, copy=True)))
             if stamp - self.t_first >= SETTLE:
                 worst = max((s.scale for s in streams if s.counts.used and s.kind == "encoder"), default=1.0)
                 if worst > TRIGGER:
                     self.state = "searching"
                     self.searched = True
-                    self.candidates = [(c, self.make_candidate(c)) for c in candidate_scales(self.cfg)]
+                    self._to_make = candidate_scales(self.cfg)
                 else:
                     self.state = "held"
                     self.buffer.clear()
             if self.state != "searching":
                 return
-        self._catch_up()
-        if not self.buffer:
-            self.scale = self.best()
-            if stamp - self.t_first >= self.cfg.seconds:
-                self.state = "held"
-                self.candidates = []
+        elif not self._horizon:
+            self.buffer.append((sensor, stamp, np.array(value, float, copy=True)))
+        self._horizon = self._horizon or stamp - self.t_first >= self.cfg.seconds
+        if not self.background:
+            self._make(len(self._to_make))
+            self._take(CATCH_UP)
 
-    def _catch_up(self) -> None:
-        """Every candidate takes the next (at most :data:`CATCH_UP`) readings of the queue."""
-        for _ in range(min(CATCH_UP, len(self.buffer))):
+    def work(self, deadline: float) -> None:
+        """In the background: the candidates take queued readings until ``deadline``
+        (``time.monotonic()`` s) or the queue is empty."""
+        if self.state != "searching":
+            return
+        while self._to_make and time.monotonic() < deadline:    # one estimator at a time
+            self._make(1)
+        if not self._to_make:
+            self._take(math.inf, deadline)
+
+    def _make(self, most: int) -> None:
+        """Build the next (at most ``most``) candidates."""
+        for c in self._to_make[:most]:
+            self.candidates.append((c, self.make_candidate(c)))
+        del self._to_make[:most]
+
+    def _take(self, most: float, deadline: float = math.inf) -> None:
+        """Every candidate takes the next (at most ``most``) readings of the queue, until
+        ``deadline``; once through it, the best scale so far, held once the search is over."""
+        n = 0
+        while self.buffer and n < most and (deadline == math.inf or time.monotonic() < deadline):
             sensor, stamp, value = self.buffer.popleft()
             for _, est in self.candidates:
                 est.add_sample(sensor, stamp, value)
+            n += 1
+        if not self.buffer:
+            self.scale = self.best()
+            if self._horizon:
+                self.state = "held"
+                self.candidates = []
 
     def best(self) -> float:
         """The candidates' scale whose innovations score best so far (the current one if none

@@ -79,7 +79,7 @@ from mbfg_ros.intake.sensor_health import SensorHealth
 from mbfg_ros.intake.stamp_order import StampOrder, topic_periods_ns
 from mbfg_ros.io.cdr_intake import CdrIntake
 from mbfg_ros.io.output_templates import BatchMessages
-from mbfg_ros.io.sensor_inputs import FLOAT64, InputRouter, route_sensors
+from mbfg_ros.io.sensor_inputs import InputRouter, route_sensors
 from mbfg_ros.model.channels import command_channel
 from mbfg_ros.ros.free_memory import release_free_memory
 from mbfg_ros.ros.message_classes import message_class
@@ -87,17 +87,17 @@ from mbfg_ros.ros.node_diagnostics import NodeStatuses, SensorChangeLog
 from mbfg_ros.ros.node_parameters import declare_node_parameters
 from mbfg_ros.ros.parameter_tables import (ESTIMATOR_PARAMETERS, check_frame, estimator_config,
                                            load_node_mechanism)
-from mbfg_ros.ros.paced_intake import IDLE_AFTER, IntakeSchedule, PacedGroup, receive_times, take_all
-from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError
+from mbfg_ros.ros.node_intake import NodeIntake
+from mbfg_ros.ros.paced_intake import IntakeSchedule, PacedGroup
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
-from mbfg_ros.ros.sample_queue import QueuedReading, SampleQueue
+from mbfg_ros.ros.sample_queue import SampleQueue
 from mbfg_ros.ros.estimate_outputs import EstimateOutputs
 from mbfg_ros.ros.node_runner import run_node
 from mbfg_ros.ros.tf_publisher import TfPublisher
 
 NODE_NAME = "mbfg_estimator"
 
-class EstimatorNode(EstimateOutputs, Node):
+class EstimatorNode(NodeIntake, EstimateOutputs, Node):
     """The estimator on ROS 2 topics (see the module docstring)."""
 
     def __init__(self, node_name: str = NODE_NAME, ros_argv: list[str] | None = None, **kwargs) -> None:
@@ -118,6 +118,8 @@ class EstimatorNode(EstimateOutputs, Node):
             raise ConfigError(str(exc), file=str(mech.config.source or p["config"])) from None
         cfg = estimator_config(p, mech)
         self.estimator = Estimator(mech, cfg, lagged=p["lagged"], covariance=p["publish_covariance"])
+        if self.estimator.uncertainty is not None:     # its search in the time spare between ticks
+            self.estimator.uncertainty.background = True
         # the config's topics resolved here (namespace, remappings): logs and /diagnostics name
         # the topics the node really reads
         self.resolved_topics = {t: self.resolve_topic_name(t) for t in topics}
@@ -215,77 +217,6 @@ class EstimatorNode(EstimateOutputs, Node):
                                         self.settings["world_frame"])
         return bytes(msgs.serialize(msg)) if msg.transforms else None
 
-    def _subscribe(self, topic: str, msgtype: str) -> None:
-        events = SubscriptionEventCallbacks(
-            message_lost=lambda info, topic=topic: self._on_lost(topic, info))
-        holder: list = []
-
-        def callback(raw: bytes, topic=topic, msgtype=msgtype) -> None:
-            self._woken(holder[0], topic, msgtype, raw)
-
-        kwargs = dict(raw=True, callback_group=self._paced)
-        try:
-            sub = self.create_subscription(message_class(msgtype), topic, callback,
-                                           self._sensor_qos, event_callbacks=events, **kwargs)
-        except UnsupportedEventTypeError:           # an rmw without the message-lost event
-            sub = self.create_subscription(message_class(msgtype), topic, callback, self._sensor_qos, **kwargs)
-        holder.append(sub)
-        self._subs[topic] = (msgtype, sub)
-
-    DRAIN = 5000
-    """Most messages taken from one subscription per wake-up."""
-
-    def _woken(self, sub, topic: str, msgtype: str, raw: bytes) -> None:
-        """The first message after a silence (the executor took it: the node was idle, waiting
-        on its subscriptions): pace again (:mod:`~mbfg_ros.ros.paced_intake`) and take it with
-        everything waiting."""
-        self._paced.idle = False
-        self._intake_timer.reset()
-        self._intake([(topic, msgtype, [raw], [0])])
-
-    def _intake_burst(self) -> None:
-        """The intake timer: a burst of intake ticks (:class:`~mbfg_ros.ros.paced_intake.IntakeSchedule`),
-        each taking every message waiting on each sensor topic, then running the estimation
-        step; idle (waiting on the subscriptions again) after a silence with nothing held."""
-        for now in self._schedule.ticks():
-            if not self._taking() or not rclpy.ok(context=self.context):
-                self._go_idle()
-                return
-            taken = []
-            for topic, (msgtype, sub) in list(self._subs.items()):
-                raws, received = take_all(sub, self.DRAIN)
-                if raws:
-                    taken.append((topic, msgtype, raws, received))
-            if taken:
-                self._taken_at = now
-            elif (now - self._taken_at > IDLE_AFTER and not self._ready and not len(self.queue)
-                  and not len(self.order)):
-                self._go_idle()
-                return
-            self._intake(taken)
-
-    def _go_idle(self) -> None:
-        """Wait on the sensor subscriptions (and everything else) again: the next message wakes
-        the node (:meth:`_woken`)."""
-        self._paced.idle = True
-        self._intake_timer.cancel()
-
-    def _taking(self) -> bool:
-        """Whether sensor messages are taken (the managed node: only while active)."""
-        return True
-
-    def _intake(self, taken: list[tuple[str, str, list[bytes], list[int]]]) -> None:
-        """Decode and queue ``taken`` ((topic, type, CDR bytes, system-clock receive ns) of each
-        topic with messages) and run the estimation step."""
-        now_ns = self.get_clock().now().nanoseconds
-        for topic, msgtype, raws, received in taken:
-            if msgtype == FLOAT64:                  # a Float64's stamp is its receive time
-                receive = receive_times(received, now_ns)
-            else:
-                receive = [now_ns] * len(raws)
-            self._on_messages(topic, msgtype, raws, receive)
-        self._step()
-
     def _follow_publisher_types(self) -> None:
         """Topics that accept several types (a load cell's WrenchStamped or Float64): subscribe
         with the type a publisher actually uses (DDS matches only equal types). Runs on a 1 Hz timer; a switch takes two
@@ -327,40 +258,6 @@ class EstimatorNode(EstimateOutputs, Node):
             f"{est.cfg.lag:g} s{', lagged output' if self.settings['lagged'] else ''}; inputs: "
             f"{'; '.join(sensors) or 'none'}; outputs under {self.names.namespace}/ "
             f"(TF {'via tf2_ros' if self.tf and self.tf.uses_tf2_ros else 'on /tf' if self.tf else 'off'})")
-
-    # ------------------------------------------------------------------------------------------
-    # intake: decode and queue
-    def _on_messages(self, topic: str, msgtype: str, raws: list[bytes], receive_ns: list[int]) -> None:
-        problems = self.router.problems.get(topic)
-        before = sum(problems.values()) if problems else 0
-        readings = self.intake.decode(topic, msgtype, raws, receive_ns)
-        problems = self.router.problems.get(topic)
-        last = receive_ns[-1]
-        items = [QueuedReading(topic, sensor, stamp, value, last) for sensor, stamp, value in readings]
-        if items:
-            self._last_receive_ns = last
-        dropped = self.queue.put(topic, items, len(raws))
-        if dropped:
-            self.get_logger().error(f"input queue full ({self.queue.max_size} readings): dropped "
-                                    f"{dropped} reading(s) of {topic}", throttle_duration_sec=5.0)
-        for what in self.router.disagreements.get(topic, ()):
-            if (topic, what) not in self._problems_logged:
-                self._problems_logged.add((topic, what))
-                self.get_logger().warning(f"{topic}: {what} (counted on /diagnostics; logged once)")
-        if problems and sum(problems.values()) > before:     # an unusable message among them
-            for reason in problems:
-                if (topic, reason) not in self._problems_logged:
-                    self._problems_logged.add((topic, reason))
-                    self.get_logger().warning(f"unusable message on {topic}: {reason} (counted on "
-                                           "/diagnostics; logged once per reason)")
-
-    def _on_lost(self, topic: str, info) -> None:
-        """DDS dropped messages before the node took them (best effort, history full)."""
-        change = int(getattr(info, "total_count_change", 0))
-        self.lost[topic] = self.lost.get(topic, 0) + change
-        self.get_logger().error(f"{change} message(s) of {topic} lost in DDS before the node took "
-                                f"them ({self.lost[topic]} in all): raise qos_depth or give the "
-                                "node more CPU", throttle_duration_sec=5.0)
 
     def _on_reset(self, request, response):
         with self._lock:
