@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
 
 import numpy as np
 
@@ -92,7 +91,8 @@ class ModelUncertainty:
         self.make_candidate = make_candidate
         self.scale = 1.0
         self.state = "watching"            # watching -> searching -> held (or held at once)
-        self.buffer: deque[tuple[str, float, np.ndarray]] = deque()   # readings the candidates have not taken
+        self.buffer: list[tuple[str, float, np.ndarray]] = []   # the readings of the search
+        self._taken: list[int] = []        # readings of the buffer each candidate has taken
         self.candidates: list[tuple[float, object]] = []
         self.t_first: float | None = None
         self.searched = False
@@ -173,22 +173,33 @@ class ModelUncertainty:
         """Build the next (at most ``most``) candidates."""
         for c in self._to_make[:most]:
             self.candidates.append((c, self.make_candidate(c)))
+            self._taken.append(0)
         del self._to_make[:most]
 
+    @property
+    def pending(self) -> int:
+        """Readings of the search some candidate has not taken yet."""
+        return max((len(self.buffer) - n for n in self._taken), default=len(self.buffer))
+
     def _take(self, most: float, deadline: float = math.inf) -> None:
-        """Every candidate takes the next (at most ``most``) readings of the queue, until
-        ``deadline``; once through it, the best scale so far, held once the search is over."""
-        n = 0
-        while self.buffer and n < most and (deadline == math.inf or time.monotonic() < deadline):
-            sensor, stamp, value = self.buffer.popleft()
-            for _, est in self.candidates:
+        """Every candidate takes its next (at most ``most``) readings of the buffer, until
+        ``deadline`` (checked before each reading of each candidate: a candidate's reading is
+        the most it overruns); once they are all through it, the best scale so far, held once
+        the search is over."""
+        buffer, taken, timed = self.buffer, self._taken, deadline != math.inf
+        for i, (_, est) in enumerate(self.candidates):
+            stop = min(len(buffer), taken[i] + most)
+            while taken[i] < stop:
+                if timed and time.monotonic() >= deadline:
+                    return
+                sensor, stamp, value = buffer[taken[i]]
                 est.add_sample(sensor, stamp, value)
-            n += 1
-        if not self.buffer:
+                taken[i] += 1
+        if not self.pending:
             self.scale = self.best()
             if self._horizon:
                 self.state = "held"
-                self.candidates = []
+                self.candidates, self.buffer, self._taken = [], [], []
 
     def best(self) -> float:
         """The candidates' scale whose innovations score best so far (the current one if none

@@ -67,7 +67,7 @@ def test_the_search_takes_a_bounded_share_of_the_buffer_per_reading():
             if mu.state == "searching" and searching_since is None:
                 searching_since = t
             if searching_since is not None and caught_up is None:
-                if mu.buffer:
+                if mu.pending:
                     assert est.model_scale == 1.0
                 else:
                     caught_up = t
