@@ -29,8 +29,8 @@ RobotModel shows it moved by the estimated TF). Service ``~/reset`` (std_srvs/Tr
 output nobody subscribes to is not computed (subscribers are counted once a second);
 ``~/joint_states`` always goes out.
 
-One thread (README "The live node"): the executor's (the classic one, or the events executor
-with ``MBFG_EXECUTOR=events``: :func:`~mbfg_ros.ros.rclpy_compat.node_executor`). While data
+One thread (README "The live node"): the executor's (rclpy's classic one,
+:func:`~mbfg_ros.ros.rclpy_compat.node_executor`). While data
 flows the executor does not wait on the sensor subscriptions (:mod:`~mbfg_ros.ros.paced_intake`):
 the intake timer runs bursts of ticks, one per ``intake_period`` (default the keyframe period),
 each taking every message waiting on each topic as CDR bytes and decoding them at once
