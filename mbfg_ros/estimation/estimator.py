@@ -179,6 +179,15 @@ class Estimator:
         down-weighted, discarded and pending readings."""
         return self.gate.counts(self.measuring, self.inbox.pending)
 
+    def spare_time(self, deadline: float) -> None:
+        """Time the caller has spare until ``deadline`` (``time.monotonic()`` s): the model
+        uncertainty's search, when it runs in the background (:mod:`.model_uncertainty`), works
+        until then."""
+        u = self.uncertainty
+        if u is not None and u.background and u.active:
+            u.work(deadline)
+            u.apply(self)
+
     def add_sample(self, sensor: str, stamp: float, value) -> str:
         """Feed one sample: the reading of ``sensor`` taken at ``stamp`` (s).
 

@@ -30,10 +30,19 @@ candidates have all caught up, whichever is later: the scale held is chosen from
 readings as a replay at once would, and held from the same time. The first :data:`SKIP` s of
 every candidate are not scored (the start's transient). The scale is reported in
 ``Health.model_scale`` (the node's /diagnostics). The truth is never used. No ROS.
+
+In the background (``background``, the live node): the candidates take no reading inside the
+estimator's; they are built and work through the queue only in the time the node has spare
+between its intake ticks (:meth:`ModelUncertainty.work`, checked before each reading of each
+candidate), on the readings up to the first one at or after ``seconds`` (no later one is queued),
+so the search costs the node no latency and no CPU it does not have: the scale is chosen from
+the same readings, and held, once they are all through (later than in a replay when the node
+has little time spare; the estimator meanwhile uses the best of those that have caught up).
 """
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 
@@ -90,6 +99,8 @@ class ModelUncertainty:
         self.taken: list[int] = []         # per candidate: how many readings of the buffer it took
         self.t_first: float | None = None
         self.searched = False
+        self.background = False            # the candidates work only in work() (module docstring)
+        self._horizon = False              # background: the reading at ``seconds`` is queued, no more are
 
     @classmethod
     def of(cls, est, model_scale: float | None, **start) -> "ModelUncertainty | None":
@@ -111,6 +122,10 @@ class ModelUncertainty:
         """A reading ``est`` is about to take: on to the search; the scale it chose so far into
         ``est`` and its health (the divergence test judged against the levels seen meanwhile)."""
         self.add(sensor, stamp, value, est.measuring)
+        self.apply(est)
+
+    def apply(self, est) -> None:
+        """The scale chosen so far into ``est`` and its health."""
         est.model_scale = est.health.model_scale = self.scale
         est.health.model_scale_searched = self.searched
         if self.searched:
@@ -126,40 +141,67 @@ class ModelUncertainty:
         running innovation scales decide the search)."""
         if self.t_first is None:
             self.t_first = stamp
-        self.buffer.append((sensor, stamp, np.array(value, float, copy=True)))
+        if not self._horizon:
+            self.buffer.append((sensor, stamp, np.array(value, float, copy=True)))
         if self.state == "watching":
             if stamp - self.t_first >= SETTLE:
                 worst = max((s.scale for s in streams if s.counts.used and s.kind == "encoder"), default=1.0)
                 if worst > TRIGGER:
                     self.state = "searching"
                     self.searched = True
-                    self.candidates = [(c, self.make_candidate(c)) for c in candidate_scales(self.cfg)]
-                    self.taken = [0] * len(self.candidates)
+                    if not self.background:       # in the background: built in work()
+                        self.candidates = [(c, self.make_candidate(c)) for c in candidate_scales(self.cfg)]
+                        self.taken = [0] * len(self.candidates)
                 else:
                     self.state = "held"
                     self.buffer.clear()
             if self.state != "searching":
                 return
-        self._catch_up()
+        if self.background:
+            self._horizon = self._horizon or stamp - self.t_first >= self.cfg.seconds
+            return
+        self._catch_up(CATCH_UP * len(self.candidates))
+        self._settle(stamp - self.t_first >= self.cfg.seconds)
+
+    def work(self, deadline: float) -> None:
+        """In the background: the candidates are built and take queued readings until
+        ``deadline`` (``time.monotonic()`` s) or they are through the queue."""
+        if self.state != "searching":
+            return
+        scales = candidate_scales(self.cfg)
+        while len(self.candidates) < len(scales):          # one estimator at a time
+            if time.monotonic() >= deadline:
+                return
+            c = scales[len(self.candidates)]
+            self.candidates.append((c, self.make_candidate(c)))
+            self.taken.append(0)
+        self._catch_up(math.inf, deadline)
+        self._settle(self._horizon)
+
+    def _settle(self, over: bool) -> None:
+        """The best scale of the candidates that have caught up; once all have, the queue
+        starts again, and the scale is held if the search is ``over``."""
         ready = [i for i, n in enumerate(self.taken) if n == len(self.buffer)]
         self.scale = self.best(ready)
         if len(ready) == len(self.candidates):
             self.buffer.clear()
             self.taken = [0] * len(self.candidates)
-            if stamp - self.t_first >= self.cfg.seconds:
+            if over:
                 self.state = "held"
                 self.candidates = []
 
-    def _catch_up(self) -> None:
+    def _catch_up(self, budget: float, deadline: float = math.inf) -> None:
         """The candidates take the queue's readings they have not taken, in the grid's order,
-        :data:`CATCH_UP` readings per candidate in all."""
-        budget = CATCH_UP * len(self.candidates)
+        ``budget`` readings in all, until ``deadline`` (checked before each reading)."""
+        timed = deadline != math.inf
         for i, (_, est) in enumerate(self.candidates):
-            n = min(len(self.buffer) - self.taken[i], budget)
-            for sensor, stamp, value in self.buffer[self.taken[i]:self.taken[i] + n]:
+            while self.taken[i] < len(self.buffer) and budget > 0:
+                if timed and time.monotonic() >= deadline:
+                    return
+                sensor, stamp, value = self.buffer[self.taken[i]]
                 est.add_sample(sensor, stamp, value)
-            self.taken[i] += n
-            budget -= n
+                self.taken[i] += 1
+                budget -= 1
 
     def encoder_levels_known(self, stamp: float, window: float) -> bool:
         """Whether the encoders' residual levels are known at ``stamp`` (s) for the divergence

@@ -29,16 +29,19 @@ RobotModel shows it moved by the estimated TF). Service ``~/reset`` (std_srvs/Tr
 output nobody subscribes to is not computed (subscribers are counted once a second);
 ``~/joint_states`` always goes out.
 
-One thread (README "The live node"): the executor's (the classic one, or the events executor
-with ``MBFG_EXECUTOR=events``: :func:`~mbfg_ros.ros.rclpy_compat.node_executor`). A subscription's callback takes every message
-waiting on it as CDR bytes and decodes them at once (:class:`~mbfg_ros.io.cdr_intake.CdrIntake`:
-the replay's CDR layouts, message by message for irregular ones) into the input queue
-(:class:`~mbfg_ros.ros.sample_queue.SampleQueue`), then runs the estimation step: everything
-queued through the intake that ``mbfg replay`` shares (:mod:`mbfg_ros.intake`): the time rules,
-stamp order across topics (``reorder_window``) and the estimator
+One thread (README "The live node"): the executor's (rclpy's classic one,
+:func:`~mbfg_ros.ros.rclpy_compat.node_executor`). While data
+flows the executor does not wait on the sensor subscriptions (:mod:`~mbfg_ros.ros.paced_intake`):
+the intake timer runs bursts of ticks, one per ``intake_period`` (default the keyframe period),
+each taking every message waiting on each topic as CDR bytes and decoding them at once
+(:class:`~mbfg_ros.io.cdr_intake.CdrIntake`: the replay's CDR layouts, message by message for
+irregular ones) into the input queue (:class:`~mbfg_ros.ros.sample_queue.SampleQueue`), then
+running the estimation step: everything queued through the intake that ``mbfg replay`` shares
+(:mod:`mbfg_ros.intake`): the time rules, stamp order across topics (``reorder_window``; what it
+holds is released by time at the next tick) and the estimator
 (:class:`~mbfg_ros.intake.feeder.Feeder`), and publishes the estimates, filled into byte
-templates of the messages (:class:`~mbfg_ros.io.output_templates.BatchMessages`); a timer runs
-the step while the stamp order holds readings (they go out by time too). The diagnostics timer
+templates of the messages (:class:`~mbfg_ros.io.output_templates.BatchMessages`). After a second
+without a message the node waits on its subscriptions again and the next message wakes it. The diagnostics timer
 runs on the steady clock, so /diagnostics keeps coming when every sensor (or /clock) is silent
 (between the slices of a backlog the step publishes them when due), and judges over a rolling
 window (``health_window``, :mod:`mbfg_ros.intake.sensor_health`) so its warnings clear when
@@ -76,7 +79,7 @@ from mbfg_ros.intake.sensor_health import SensorHealth
 from mbfg_ros.intake.stamp_order import StampOrder, topic_periods_ns
 from mbfg_ros.io.cdr_intake import CdrIntake
 from mbfg_ros.io.output_templates import BatchMessages
-from mbfg_ros.io.sensor_inputs import FLOAT64, InputRouter, route_sensors
+from mbfg_ros.io.sensor_inputs import InputRouter, route_sensors
 from mbfg_ros.model.channels import command_channel
 from mbfg_ros.ros.free_memory import release_free_memory
 from mbfg_ros.ros.message_classes import message_class
@@ -84,16 +87,17 @@ from mbfg_ros.ros.node_diagnostics import NodeStatuses, SensorChangeLog
 from mbfg_ros.ros.node_parameters import declare_node_parameters
 from mbfg_ros.ros.parameter_tables import (ESTIMATOR_PARAMETERS, check_frame, estimator_config,
                                            load_node_mechanism)
-from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError, take_waiting
+from mbfg_ros.ros.node_intake import NodeIntake
+from mbfg_ros.ros.paced_intake import IntakeSchedule, PacedGroup
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
-from mbfg_ros.ros.sample_queue import QueuedReading, SampleQueue
+from mbfg_ros.ros.sample_queue import SampleQueue
 from mbfg_ros.ros.estimate_outputs import EstimateOutputs
 from mbfg_ros.ros.node_runner import run_node
 from mbfg_ros.ros.tf_publisher import TfPublisher
 
 NODE_NAME = "mbfg_estimator"
 
-class EstimatorNode(EstimateOutputs, Node):
+class EstimatorNode(NodeIntake, EstimateOutputs, Node):
     """The estimator on ROS 2 topics (see the module docstring)."""
 
     def __init__(self, node_name: str = NODE_NAME, ros_argv: list[str] | None = None, **kwargs) -> None:
@@ -114,6 +118,8 @@ class EstimatorNode(EstimateOutputs, Node):
             raise ConfigError(str(exc), file=str(mech.config.source or p["config"])) from None
         cfg = estimator_config(p, mech)
         self.estimator = Estimator(mech, cfg, lagged=p["lagged"], covariance=p["publish_covariance"])
+        if self.estimator.uncertainty is not None:     # its search in the time spare between ticks
+            self.estimator.uncertainty.background = True
         # the config's topics resolved here (namespace, remappings): logs and /diagnostics name
         # the topics the node really reads
         self.resolved_topics = {t: self.resolve_topic_name(t) for t in topics}
@@ -181,6 +187,7 @@ class EstimatorNode(EstimateOutputs, Node):
                                       durability=DurabilityPolicy.VOLATILE,
                                       history=HistoryPolicy.KEEP_LAST)
         self._subs: dict[str, tuple[str, object]] = {}
+        self._paced = PacedGroup()
         for topic, types in self.router.topics.items():
             self._subscribe(topic, types[0])
 
@@ -188,12 +195,14 @@ class EstimatorNode(EstimateOutputs, Node):
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self._diag_timer = self.create_timer(p["diagnostics_period"], self._diagnostics_tick, clock=steady)
         self._diag_next = time.monotonic() + p["diagnostics_period"]
-        # readings the stamp order holds go out by time too (a topic fell silent, the window
-        # passed): this timer runs only while it holds some
-        self._release_timer = self.create_timer(self.RELEASE_POLL, self._step, clock=steady)
         self._ready: list = []                   # readings released, not fed yet (a backlog)
-        self._backlog_timer = self.create_timer(self.BACKLOG_POLL, self._step, clock=steady)
-        self._backlog_timer.cancel()
+        # while data flows, bursts of ticks, one per intake period, take every topic's
+        # messages, feed a backlog on and release what the stamp order holds by time
+        # (paced_intake.py); the timer starts a burst
+        self._schedule = IntakeSchedule(p["intake_period"] or 1.0 / self.estimator.cfg.keyframe_rate)
+        self._intake_timer = self.create_timer(self._schedule.period, self._intake_burst, clock=steady)
+        self._intake_timer.cancel()
+        self._taken_at = -math.inf               # steady s: the last tick that took a message
         self._switching: dict[str, str] = {}      # load-cell topics changing message type
         if any(len(types) > 1 for types in self.router.topics.values()):
             self._type_timer = self.create_timer(1.0, self._follow_publisher_types, clock=steady)
@@ -207,50 +216,6 @@ class EstimatorNode(EstimateOutputs, Node):
         msg = outputs.static_tf_message(self.mech, self.get_clock().now().nanoseconds, self.names,
                                         self.settings["world_frame"])
         return bytes(msgs.serialize(msg)) if msg.transforms else None
-
-    def _subscribe(self, topic: str, msgtype: str) -> None:
-        events = SubscriptionEventCallbacks(
-            message_lost=lambda info, topic=topic: self._on_lost(topic, info))
-        holder: list = []
-
-        def callback(raw: bytes, topic=topic, msgtype=msgtype) -> None:
-            self._take(holder[0], topic, msgtype, raw)
-
-        try:
-            sub = self.create_subscription(message_class(msgtype), topic, callback,
-                                           self._sensor_qos, event_callbacks=events, raw=True)
-        except UnsupportedEventTypeError:           # an rmw without the message-lost event
-            sub = self.create_subscription(message_class(msgtype), topic, callback, self._sensor_qos, raw=True)
-        holder.append(sub)
-        self._subs[topic] = (msgtype, sub)
-
-    DRAIN = 500
-    """Most messages taken from one subscription per executor wake-up."""
-
-    BACKLOG_POLL = 0.0005
-    """s: period of the step while a backlog waits (the executor takes messages in between)."""
-
-    RELEASE_POLL = 0.01
-    """s: period of the step that releases readings the stamp order holds by time (only while
-    it holds some; every arriving message releases what it can at once)."""
-
-    def _take(self, sub, topic: str, msgtype: str, raw: bytes) -> None:
-        """The executor's callback with one message of ``sub`` (CDR bytes): take the others
-        already waiting on it too (the executor takes one per wake-up, each wake-up costing
-        more than the message), decode them at once (:class:`~mbfg_ros.io.cdr_intake.CdrIntake`),
-        queue the readings and run the estimation step."""
-        raws = [raw]
-        clock = self.get_clock()
-        stamped_on_receipt = msgtype == FLOAT64          # a Float64's stamp is its receive time
-        receive = [clock.now().nanoseconds]
-        for _ in range(self.DRAIN - 1):
-            taken = take_waiting(sub)
-            if taken is None:
-                break
-            raws.append(taken)
-            receive.append(clock.now().nanoseconds if stamped_on_receipt else receive[0])
-        self._on_messages(topic, msgtype, raws, receive)
-        self._step()
 
     def _follow_publisher_types(self) -> None:
         """Topics that accept several types (a load cell's WrenchStamped or Float64): subscribe
@@ -293,40 +258,6 @@ class EstimatorNode(EstimateOutputs, Node):
             f"{est.cfg.lag:g} s{', lagged output' if self.settings['lagged'] else ''}; inputs: "
             f"{'; '.join(sensors) or 'none'}; outputs under {self.names.namespace}/ "
             f"(TF {'via tf2_ros' if self.tf and self.tf.uses_tf2_ros else 'on /tf' if self.tf else 'off'})")
-
-    # ------------------------------------------------------------------------------------------
-    # intake: decode and queue
-    def _on_messages(self, topic: str, msgtype: str, raws: list[bytes], receive_ns: list[int]) -> None:
-        problems = self.router.problems.get(topic)
-        before = sum(problems.values()) if problems else 0
-        readings = self.intake.decode(topic, msgtype, raws, receive_ns)
-        problems = self.router.problems.get(topic)
-        last = receive_ns[-1]
-        items = [QueuedReading(topic, sensor, stamp, value, last) for sensor, stamp, value in readings]
-        if items:
-            self._last_receive_ns = last
-        dropped = self.queue.put(topic, items, len(raws))
-        if dropped:
-            self.get_logger().error(f"input queue full ({self.queue.max_size} readings): dropped "
-                                    f"{dropped} reading(s) of {topic}", throttle_duration_sec=5.0)
-        for what in self.router.disagreements.get(topic, ()):
-            if (topic, what) not in self._problems_logged:
-                self._problems_logged.add((topic, what))
-                self.get_logger().warning(f"{topic}: {what} (counted on /diagnostics; logged once)")
-        if problems and sum(problems.values()) > before:     # an unusable message among them
-            for reason in problems:
-                if (topic, reason) not in self._problems_logged:
-                    self._problems_logged.add((topic, reason))
-                    self.get_logger().warning(f"unusable message on {topic}: {reason} (counted on "
-                                           "/diagnostics; logged once per reason)")
-
-    def _on_lost(self, topic: str, info) -> None:
-        """DDS dropped messages before the node took them (best effort, history full)."""
-        change = int(getattr(info, "total_count_change", 0))
-        self.lost[topic] = self.lost.get(topic, 0) + change
-        self.get_logger().error(f"{change} message(s) of {topic} lost in DDS before the node took "
-                                f"them ({self.lost[topic]} in all): raise qos_depth or give the "
-                                "node more CPU", throttle_duration_sec=5.0)
 
     def _on_reset(self, request, response):
         with self._lock:
@@ -390,17 +321,6 @@ class EstimatorNode(EstimateOutputs, Node):
                 self._diagnostics_if_due()
         del ready[:done]
         self._in_feed = len(ready)
-        self._timer_while(self._backlog_timer, bool(ready))
-        self._timer_while(self._release_timer, not ready and len(self.order) > 0)
-
-    @staticmethod
-    def _timer_while(timer, wanted: bool) -> None:
-        """Run ``timer`` if ``wanted``, else cancel it."""
-        if wanted == timer.is_canceled():
-            if wanted:
-                timer.reset()
-            else:
-                timer.cancel()
 
     STEP_BUDGET = 0.02
     """s: longest one step feeds a backlog before the executor takes messages again."""

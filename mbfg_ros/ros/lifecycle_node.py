@@ -167,6 +167,11 @@ class ManagedEstimatorNode(LifecycleNodeMixin, EstimatorNode):
         return TransitionCallbackReturn.SUCCESS
 
     # ------------------------------------------------------------------------------------------
+    def _taking(self) -> bool:
+        """Sensor messages are taken while active only (inactive they wait in DDS, discarded at
+        activate)."""
+        return self.active
+
     def _estimates_published(self) -> int:
         """~/joint_states messages the node has published (one per estimate)."""
         return self.published.get(self.names.topic("joint_states"), 0)

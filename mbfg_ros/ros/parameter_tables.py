@@ -54,6 +54,9 @@ ESTIMATOR_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("qos_depth", int, 1000, "history depth of each sensor subscription (DDS keeps "
                   "this many messages while the node is busy; 1000 = 1 s of a 1 kHz encoder)",
                   "messages", 1, 100000),
+    ParameterSpec("intake_period", float, 0.0, "the sensor subscriptions are taken this often "
+                  "while data flows (one wake-up for every message waiting); 0: the keyframe period",
+                  "s", 0.0, 0.1),
     ParameterSpec("max_queue", int, 100000, "readings that may wait for the estimator; beyond it "
                   "readings are dropped and counted (ERROR on /diagnostics)", "readings", 1, 10000000),
     ParameterSpec("reorder_window", float, REORDER_WINDOW, "longest a reading may wait for the "

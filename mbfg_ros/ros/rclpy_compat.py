@@ -12,63 +12,30 @@ The same in all three, so nothing here: the QoS policy enums (``ReliabilityPolic
 publishing serialized bytes, ``rclpy.init(domain_id=...)``, ``rclpy.try_shutdown`` and the
 executor's ``sub.handle.take_message``.
 
-- The events executor (``rclpy.experimental.EventsExecutor``) is in Kilted and in Jazzy's late
-  patch releases (7.1.5 and 7.1.6 have it, 7.1.3 not), absent in Humble. Jazzy's is not usable
-  here: with a raw subscription and a steady-clock timer it delivered 17 of 50 messages and 19 of
-  100 timer ticks in a second, and the estimator node under it took nothing. :func:`node_executor`
-  gives ``SingleThreadedExecutor``, or the events executor with the environment variable
-  ``MBFG_EXECUTOR=events`` from rclpy 9 (Kilted) on: it took 40 % off the estimator node's CPU
-  on a quiet machine, but a live test failed under it on a loaded one (README "The live node").
-  Its ``spin()`` (Kilted's rclpy 9.1) does not give the GIL up while it waits: another thread of the process never runs again
-  and SIGINT goes unanswered (measured: a process at 37 % CPU with an idle node that ignored
-  SIGINT and SIGTERM); ``spin_once`` with a timeout does, so :func:`spin` loops on that.
+- The events executor (``rclpy.experimental.EventsExecutor``, Kilted and Jazzy's late patch
+  releases) is not used: under Kilted's the estimator node, which paces its intake through a
+  callback group and a timer (:mod:`~mbfg_ros.ros.paced_intake`), published nothing (measured),
+  Jazzy's delivered 17 of 50 messages and 19 of 100 timer ticks of a raw subscription and a
+  steady-clock timer in a second, and Kilted's ``spin()`` does not give the GIL up while it waits.
+  :func:`node_executor` gives ``SingleThreadedExecutor``, whose ``spin_once`` :func:`spin` loops on.
 """
 from __future__ import annotations
-
-import os
 
 try:
     from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
 except ImportError:           # Humble: the same classes in rclpy.qos_event (renamed in Iron)
     from rclpy.qos_event import SubscriptionEventCallbacks, UnsupportedEventTypeError
 
-try:
-    from rclpy.experimental import EventsExecutor
-except ImportError:           # Humble, early Jazzy
-    EventsExecutor = None
-
-EXECUTOR_ENV = "MBFG_EXECUTOR"
-"""Environment variable: ``single`` (the default) or ``events`` (from rclpy 9 on)."""
-
-
-EVENTS_EXECUTOR_FROM = 9
-"""rclpy major version (Kilted) from which :func:`node_executor` uses the events executor."""
-
-
-def _rclpy_major() -> int:
-    """rclpy's major version from its package metadata (0 when unknown, e.g. a source build)."""
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return int(version("rclpy").split(".")[0])
-    except (PackageNotFoundError, ValueError):
-        return 0
-
 
 def node_executor():
-    """A new executor for one node's thread: ``SingleThreadedExecutor``, or the events executor
-    with ``MBFG_EXECUTOR=events`` from rclpy 9 on (see the module docstring)."""
+    """A new executor for one node's thread: rclpy's ``SingleThreadedExecutor`` (module docstring)."""
     from rclpy.executors import SingleThreadedExecutor
-    want = os.environ.get(EXECUTOR_ENV, "single").strip().lower()
-    if want not in ("events", "single"):
-        raise ValueError(f"{EXECUTOR_ENV}={want!r}: expected events or single")
-    if want == "events" and EventsExecutor is not None and _rclpy_major() >= EVENTS_EXECUTOR_FROM:
-        return EventsExecutor()
     return SingleThreadedExecutor()
 
 
 def spin(executor, context=None) -> None:
     """Spin ``executor`` until ``context`` (rclpy's default) shuts down, as ``executor.spin()``
-    does, through ``spin_once`` (see the module docstring)."""
+    does, through ``spin_once`` with a timeout (it sees a shutdown within :data:`SPIN_TIMEOUT`)."""
     import rclpy
     while rclpy.ok(context=context):
         executor.spin_once(timeout_sec=SPIN_TIMEOUT)
@@ -78,7 +45,7 @@ SPIN_TIMEOUT = 0.1
 """s: longest :func:`spin` waits in one ``spin_once`` (how soon it sees a shutdown)."""
 
 
-__all__ = ["SubscriptionEventCallbacks", "UnsupportedEventTypeError", "EventsExecutor", "node_executor", "spin",
+__all__ = ["SubscriptionEventCallbacks", "UnsupportedEventTypeError", "node_executor", "spin",
            "take_waiting"]
 
 

@@ -79,3 +79,36 @@ def test_the_search_takes_a_bounded_share_of_the_buffer_per_reading():
     # held at `seconds`, every reading up to then taken by every candidate once
     assert held[0] == pytest.approx(1.5, abs=0.01) and CountingEstimator.taken == n * held[1]
     assert not mu.candidates and est.model_scale in candidate_scales(cfg.model_uncertainty)
+
+
+def _sys_id_readings(until: float):
+    rows = np.loadtxt(ROOT / "test/fixtures/double_pendulum/sys_id_trajectory_00_0-3.5s.csv",
+                      delimiter=",", skiprows=1, usecols=(0, 1, 2))
+    return [(sensor, t, q) for t, q1, q2 in rows[rows[:, 0] <= until]
+            for sensor, q in (("shoulder_encoder", q1), ("elbow_encoder", q2))]
+
+
+def test_in_the_background_the_search_works_only_in_spare_time_and_holds_the_same_scale():
+    """A live node's search (``background``): no candidate takes a reading inside the
+    estimator's; given spare time, the candidates work through the readings up to ``seconds``
+    (no later one is queued) and hold the scale the synchronous search holds."""
+    mech = load_mechanism(CONFIG / "double_pendulum.yaml")
+    cfg = dataclasses.replace(mech.config.estimator,
+                              model_uncertainty=ModelUncertaintyConfig(seconds=1.5))
+    readings = _sys_id_readings(2.0)
+    sync = Estimator(mech, cfg, freeze_gc=False)
+    for sensor, t, q in readings:
+        sync.add_sample(sensor, t, [q])
+    assert sync.uncertainty.state == "held"
+    est = CountingEstimator(mech, cfg, freeze_gc=False)
+    mu = est.uncertainty
+    mu.background = True
+    CountingEstimator.taken = 0
+    for sensor, t, q in readings:
+        est.add_sample(sensor, t, [q])
+    assert mu.state == "searching" and CountingEstimator.taken == 0 and est.model_scale == 1.0
+    assert not mu.candidates and mu.buffer[-1][1] == pytest.approx(1.5, abs=0.01)  # none after seconds
+    est.spare_time(0.0)                                               # no time spare: no work
+    assert CountingEstimator.taken == 0 and mu.state == "searching"
+    est.spare_time(math.inf)
+    assert mu.state == "held" and est.model_scale == sync.model_scale

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.ros
 def test_joint_state_extras_float64_load_cell_and_unusable_messages(four_bar, tmp_path):
     env = ros_environment(tmp_path)
     description = estimator_description(str(CONFIG / "four_bar.yaml"),
-                                        parameters={"diagnostics_period": 0.5})
+                                        parameters={"diagnostics_period": 0.5, "health_window": 60.0})
     JointState = message_class("sensor_msgs/msg/JointState")
     Float64 = message_class("std_msgs/msg/Float64")
     with NodeProcesses(description, tmp_path, env) as procs, \

@@ -34,10 +34,10 @@ PROBE = textwrap.dedent("""
         raise SystemExit("rclpy.event_handler is still importable")
     except ImportError:
         pass
-    from mbfg_ros.ros import estimator_node, rclpy_compat
+    from mbfg_ros.ros import estimator_node, node_intake, rclpy_compat
     assert rclpy_compat.SubscriptionEventCallbacks is humble.SubscriptionEventCallbacks
     assert rclpy_compat.UnsupportedEventTypeError is humble.UnsupportedEventTypeError
-    assert estimator_node.SubscriptionEventCallbacks is humble.SubscriptionEventCallbacks
+    assert node_intake.SubscriptionEventCallbacks is humble.SubscriptionEventCallbacks
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import JointState

@@ -1,0 +1,105 @@
+"""The estimator node's wake-ups, paced: while data flows the sensor subscriptions are taken on
+a schedule, not one executor wake-up per message (README "The live node").
+
+rclpy's classic executor rebuilds its wait set from every entity of the node on each wake-up
+(in Python: the subscriptions, the timers, the node's services, two event handlers per
+publisher and per subscription): at 1-3 kHz of sensor messages that cost more than the
+estimator. So the node takes its sensor messages itself: :class:`PacedGroup`, the callback group
+of the sensor subscriptions (rclpy's extension point for which entity the executor may wait on),
+keeps them out of the executor's wait set while data flows; the node's intake timer then runs a
+burst (:class:`IntakeSchedule`): every intake period it takes every message waiting on each
+topic (:func:`take_all`) and runs the estimation step, sleeping in between (the GIL released),
+for :data:`BURST` s; then it hands the thread back to the executor, which answers services,
+timers and events (a message lost, an incompatible QoS), and calls it again at once. After
+:data:`IDLE_AFTER` s without a message the group goes idle: the executor waits on the
+subscriptions again and the first message wakes the node, which paces again.
+
+No message is taken or dropped here: :func:`take_all` hands the CDR bytes to the node.
+"""
+from __future__ import annotations
+
+import time
+
+from rclpy.callback_groups import CallbackGroup
+from rclpy.subscription import Subscription
+
+BURST = 0.05
+"""s: longest the intake keeps the executor's thread (services, parameters, the diagnostics
+timer and DDS events wait at most this long)."""
+
+IDLE_AFTER = 1.0
+"""s: without a sensor message for this long the node waits on its subscriptions again."""
+
+
+class PacedGroup(CallbackGroup):
+    """The callback group of the node's sensor subscriptions (module docstring): the executor
+    waits on them only while ``idle``; any other entity (their event handlers) always."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.idle = True
+
+    def can_execute(self, entity) -> bool:
+        return self.idle or not isinstance(entity, Subscription)
+
+    def beginning_execution(self, entity) -> bool:
+        return True
+
+    def ending_execution(self, entity) -> None:
+        pass
+
+
+class IntakeSchedule:
+    """When the intake takes messages: every ``period`` s (monotonic clock), a burst lasting at
+    most :data:`BURST` s."""
+
+    def __init__(self, period: float) -> None:
+        self.period = period
+        self.next = 0.0
+
+    def ticks(self):
+        """The ticks of one burst (yields the monotonic time of each, after sleeping until it is
+        due); a tick that comes late is taken at once and the schedule starts again from it."""
+        end = time.monotonic() + BURST
+        while True:
+            now = time.monotonic()
+            if now < self.next:
+                if self.next >= end:
+                    return
+                time.sleep(self.next - now)
+                now = time.monotonic()
+            # on time (or late by less than a period): the next one a period after this one's due
+            # time; later than that: a period from now (no burst of missed ticks)
+            self.next = (self.next if now - self.next < self.period else now) + self.period
+            yield now
+            if time.monotonic() >= end:
+                return
+
+
+def take_all(sub, most: int) -> tuple[list[bytes], list[int]]:
+    """Up to ``most`` messages waiting on the raw subscription ``sub``: (CDR bytes, the time each
+    was received, ns on the system clock, 0 where the middleware does not say). Nothing once
+    ``sub`` is destroyed (a load-cell topic changing its type)."""
+    raws: list[bytes] = []
+    received: list[int] = []
+    try:
+        with sub.handle:
+            take = sub.handle.take_message
+            msg_type, raw = sub.msg_type, sub.raw
+            for _ in range(most):
+                taken = take(msg_type, raw)
+                if taken is None:
+                    break
+                raws.append(taken[0])
+                received.append(int(taken[1].get("received_timestamp", 0) or 0))
+    except Exception:                                    # noqa: BLE001 (destroyed)
+        pass
+    return raws, received
+
+
+def receive_times(received: list[int], now_ns: int) -> list[int]:
+    """Receive times on the node's clock (``now_ns``: its time now) of messages received at
+    ``received`` (system clock ns; 0: unknown, taken as now): the node's clock may be a
+    simulated one, so each message's age is subtracted from it."""
+    sys_ns = time.time_ns()
+    return [now_ns - max(0, sys_ns - r) if r else now_ns for r in received]
