@@ -11,7 +11,10 @@ singular value above 10 % of its initial one) within a stated fraction of their 
 Bricard's mechanism without a load cell in its loop tracks since every multiplier gets a weak
 prior on rigs whose closure rows are redundant everywhere (``noise.multiplier``: the rows leave
 a self-stress free, which grew to 1e8 N and locked q); Andrews' squeezer tracks at 2 kHz since the
-newest keyframe is refined by Gauss-Newton at a jerk and the integration noise follows the motion.
+newest keyframe is refined by Gauss-Newton at a jerk and the integration noise follows the motion;
+with its rod gyro alone since its config gives the equations of motion the model's noise (1 mN m,
+not the default 1 N m, thirty times its motor torque) and the start search keeps the stretch's
+first keyframe.
 """
 from __future__ import annotations
 
@@ -122,9 +125,18 @@ def test_a04_gyro_alone_tracks(bags):
     _assert_tracked(res, c, mech)
 
 
-def test_a03_andrews_squeezer_tracks():
-    """The 0.03 s motion (the crank reaches 1140 rad/s) at the 2 kHz maximum, fed directly."""
-    mech = _rig("a03_andrews")
+@pytest.mark.parametrize("config, position, settled", [
+    ("a03_andrews", 5e-3, 5e-3),
+    # the gyro alone: the first keyframe, at rest, is 62 mrad off (the gyro reads nothing there and
+    # the integration noise top_speed raises ties it loosely to the next); 9.3 mrad RMSE from the
+    # start, 4.4 after the first millisecond
+    ("a03_andrews_gyro", 12e-3, 5e-3),
+])
+def test_a03_andrews_squeezer_tracks(config, position, settled):
+    """The 0.03 s motion (the crank reaches 1140 rad/s) at the 2 kHz maximum, fed directly; with
+    the crank encoder, rod gyro and load cell, and with the rod gyro alone (lost before its
+    config's dynamics noise and the start search's probes keeping the stretch's first keyframe)."""
+    mech = _rig(config)
     tr = simulate(mech, Scenario(duration=0.03, input_profile="step", input_amplitude=0.033, input_start=0.0))
     est = Estimator(mech, freeze_gc=False)
     out = []
@@ -139,7 +151,9 @@ def test_a03_andrews_squeezer_tracks():
     err = np.array([e.q[b] for e in out]) - q[:, b]
     verr = np.array([e.v[b] for e in out]) - v[:, b]
     assert est.health.recoveries == 0
-    assert math.sqrt(np.mean(err ** 2)) <= 5e-3
+    assert np.max(np.abs(err)) < 0.5                      # no slip
+    assert math.sqrt(np.mean(err ** 2)) <= position
+    assert math.sqrt(np.mean(err[t >= 1e-3] ** 2)) <= settled
     assert math.sqrt(np.mean(verr ** 2)) <= 0.01 * math.sqrt(np.mean(v[:, b] ** 2))
 
 
