@@ -10,12 +10,14 @@ private DDS domain (random ``ROS_DOMAIN_ID``, localhost only, its own ROS_LOG_DI
 """
 from __future__ import annotations
 
+import atexit
 import os
 import random
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -28,18 +30,75 @@ from mbfg_ros.termination import PARENT_PID_VARIABLE
 
 _DOMAINS_USED: set[int] = set()
 
+DOMAIN_CLAIMS = Path(tempfile.gettempdir()) / "mbfg_ros_domains"
+"""Where the processes of this machine claim ROS domains (a file per domain holding the claiming
+process's pid): two test runs, benchmarks or demos at once would otherwise meet on a shared
+domain (a node of one taking the other's readings: a "time jump")."""
+
 
 def fresh_domain_id() -> int:
     """A random ROS domain in 1..101 that this process has not handed out before (until all
-    have been): nodes killed by an earlier run stay in their peers' discovery data until their
-    lease expires, and a new run on the same domain would meet them."""
+    have been: nodes killed by an earlier run stay in their peers' discovery data until their
+    lease expires, and a new run on the same domain would meet them) and that no other live
+    process of this machine has claimed (:data:`DOMAIN_CLAIMS`; released when this process
+    exits; if every domain is claimed, one of this process's own again)."""
     free = [d for d in range(1, 102) if d not in _DOMAINS_USED]
     if not free:
         _DOMAINS_USED.clear()
         free = list(range(1, 102))
-    domain = random.choice(free)
+    random.shuffle(free)
+    domain = next((d for d in free if _claim(d)), free[0])
     _DOMAINS_USED.add(domain)
     return domain
+
+
+def _claim(domain: int) -> bool:
+    """Claim ``domain`` for this process: True if it is ours now (unclaimed, or its claimant
+    is gone)."""
+    path = DOMAIN_CLAIMS / str(domain)
+    try:
+        DOMAIN_CLAIMS.mkdir(exist_ok=True)
+        try:
+            owner = int(path.read_text() or 0)
+        except (FileNotFoundError, ValueError):
+            owner = 0
+        if owner == os.getpid():
+            return True
+        if owner and _alive(owner):
+            return False
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+    except OSError:                        # another process won the race, or no temp dir
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(str(os.getpid()))
+    if not _CLAIMED:
+        atexit.register(_release_claims)
+    _CLAIMED.add(domain)
+    return True
+
+
+_CLAIMED: set[int] = set()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:                # another user's live process
+        return True
+    return True
+
+
+def _release_claims() -> None:
+    for domain in _CLAIMED:
+        path = DOMAIN_CLAIMS / str(domain)
+        try:
+            if int(path.read_text() or 0) == os.getpid():
+                path.unlink()
+        except (OSError, ValueError):
+            pass
 
 
 def ros_environment(log_dir: str | Path, domain_id: int | None = None,
