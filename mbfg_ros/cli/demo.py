@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     summary["load_average"] = list(os.getloadavg())
     summary["load_average_before"] = load_before
     summary["cpu"] = _cpu(m, {**procs.cpu, "mbfg demo": own_cpu})
-    summary["log_warnings"] = _log_warnings(procs)
+    summary["log_warnings"] = _log_warnings(procs, (m.truth[-1][0] if m.truth else time.time_ns()) * 1e-9)
     _print_summary(summary, dof, unit, force)
     if behind > 0:
         print(f"  note: the estimator was still {behind:.1f} s behind the rig when the demo "
@@ -210,11 +210,21 @@ def _cpu(m, cpu: dict) -> dict | None:
             "cpu_s": {name: c.total for name, c in cpu.items()}}
 
 
-def _log_warnings(procs) -> dict[str, list[str]]:
-    """{process: its log's WARN and ERROR lines}."""
+def _log_warnings(procs, end_s: float) -> dict[str, list[str]]:
+    """{process: its log's WARN and ERROR lines logged until ``end_s`` (wall clock s: the rig's
+    last stamp; after it the estimator rightly finds its sensors silent)}."""
     out = {}
     for name in procs.logs:
-        lines = [ln for ln in procs.log_text(name).splitlines() if "[WARN]" in ln or "[ERROR]" in ln]
+        lines = []
+        for ln in procs.log_text(name).splitlines():
+            if "[WARN]" not in ln and "[ERROR]" not in ln:
+                continue
+            try:                                  # "[WARN] [1795704617.206748885] [node]: ..."
+                logged = float(ln.split("[")[2].split("]")[0])
+            except (IndexError, ValueError):
+                logged = 0.0
+            if logged <= end_s:
+                lines.append(ln)
         if lines:
             out[name] = lines
     return out
@@ -245,6 +255,14 @@ def _row(m, sensors, rates, j, scale, force, settle) -> str:
     return row
 
 
+def _percentiles(x: np.ndarray) -> dict | None:
+    """mean, p50, p99, max and count of latencies (ms), None without any."""
+    if not x.size:
+        return None
+    return {"mean": float(np.mean(x)), "p50": float(np.percentile(x, 50)), "p99": float(np.percentile(x, 99)),
+            "max": float(np.max(x)), "samples": int(x.size)}
+
+
 def _summary(m, mech, j, scale, unit, force, args, codes, log_dir) -> dict:
     err = m.tracking(after=args.settle)
     lat = m.latency_ms(after=args.settle)
@@ -256,9 +274,8 @@ def _summary(m, mech, j, scale, unit, force, args, codes, log_dir) -> dict:
         "estimates": len(m.estimates), "truth_samples": len(m.truth),
         "rmse": {name: {"position": e["q_rmse"], "velocity": e["v_rmse"], "max_position": e["q_max"],
                         "samples": e["samples"]} for name, e in err.items()},
-        "end_to_end_latency_ms": ({"mean": float(np.mean(lat)), "p50": float(np.percentile(lat, 50)),
-                                   "p99": float(np.percentile(lat, 99)), "max": float(np.max(lat)),
-                                   "samples": int(lat.size)} if lat.size else None),
+        "end_to_end_latency_ms": _percentiles(lat),
+        "rig_lateness_ms": _percentiles(m.truth_latency_ms(after=args.settle)),
         "solver": dict(s.values) if s else None, "input_queue": dict(q.values) if q else None,
         "sensors": {k: dict(v.values) for k, v in m.sensor_status().items()},
         "exit_codes": codes, "logs": str(log_dir),
@@ -282,6 +299,10 @@ def _print_summary(s: dict, dof: str, unit: str, force: str) -> None:
     if lat:
         print(f"  end-to-end latency (sensor stamp -> estimate received over DDS): mean "
               f"{lat['mean']:.1f} ms, p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, max {lat['max']:.1f} ms")
+    late = s.get("rig_lateness_ms")
+    if late:
+        print(f"    the rig's own lateness (truth stamp -> truth received over DDS): p50 {late['p50']:.1f} ms, "
+              f"p99 {late['p99']:.1f} ms")
     if s["solver"]:
         sv = s["solver"]
         print(f"  solver: {sv.get('keyframes')} keyframes, update mean {float(sv.get('update_mean_ms', 0)):.2f} ms, "
@@ -299,7 +320,7 @@ def _print_summary(s: dict, dof: str, unit: str, force: str) -> None:
             + f"; load average (1, 5, 15 min) {' '.join(f'{x:.2f}' for x in s['load_average_before'])} "
             f"before, {' '.join(f'{x:.2f}' for x in s['load_average'])} after, on {os.cpu_count()} cores")
     warnings = s.get("log_warnings") or {}
-    print("  warnings in the logs: " + ("none" if not warnings else "; ".join(
+    print("  warnings in the logs while the rig ran: " + ("none" if not warnings else "; ".join(
         f"{name} {len(lines)} (first: {lines[0].strip()[:160]})" for name, lines in warnings.items())))
 
 
