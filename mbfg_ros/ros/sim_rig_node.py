@@ -29,9 +29,8 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from bisect import bisect_right
 from collections import Counter, deque
-
-import numpy as np
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -148,6 +147,7 @@ class SimRigNode(Node):
         self.published_per_topic: Counter = Counter()
         self._block: MessageBlock | None = None            # the block being published
         self._next = 0                                     # its next message
+        self._times: list[float] = []                      # its publish times (s of rig time)
         self._generator = threading.Thread(target=self._generate, name="sim_rig_generator", daemon=True)
         rig = self.rig
         faults = ", ".join(f"{k} {v:g}" for k, v in (("jitter", p["jitter"]), ("delay", p["delay"]),
@@ -271,8 +271,9 @@ class SimRigNode(Node):
                 self._next = 0
                 if block is None:
                     return None
+                self._times = block.time.tolist()
             start = self._next
-            end = int(np.searchsorted(block.time, now, side="right"))
+            end = bisect_right(self._times, now, start)
             if end > start:
                 publishers, topics, payloads = self._pub, block.topic, block.cdr
                 for i in range(start, end):
@@ -281,7 +282,7 @@ class SimRigNode(Node):
                 self.published += end - start
                 self._next = end
             if end < len(block):
-                return float(block.time[end])
+                return self._times[end]
 
     FIRST_CHUNK_NS = 1_000_000_000
     """Wall-clock epochs start this far after the subscribers are there: time to simulate the
