@@ -145,7 +145,7 @@ class LiveRig:
             if abs(count - round(count)) > 1e-6 * max(1.0, count) or round(count) < 1:
                 raise MbfgError(f"the rig's chunk of {self.chunk:g} s holds {count:g} samples of "
                                 f"{name} at {rate:g} Hz: choose a chunk that holds a whole number "
-                                "of samples of every sensor (e.g. 0.1 s for 1000/400/200 Hz)")
+                                "of samples of every sensor (e.g. 0.1 or 0.5 s for 1000/400/200 Hz)")
         self.sim = ForwardSimulator(self.truth, scenario)
         # byte templates unless every chunk needs the per-message path (see the module docstring)
         covered = templates and not self.mute and not (self.sensors.gyro_bias or self.sensors.gyro_bias_walk)

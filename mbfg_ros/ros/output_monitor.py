@@ -17,10 +17,9 @@ Intake in bulk: the JointState and WrenchStamped topics (the estimates, the trut
 hundreds of messages a second) are subscribed as CDR bytes by a second node that no executor
 spins, so no message wakes this process; a timer takes every message waiting on them
 :data:`DRAIN_PERIOD` apart (DDS keeps them meanwhile: depth 1000, reliable) with the time DDS
-received each, and they are decoded only when the records are read
-(:attr:`OutputMonitor.estimates`, ``truth``, ``forces``, ``topics`` and the analysis), each
-topic's pending messages together with numpy through :class:`~mbfg_ros.io.cdr_layout.CdrLayout`
-(a message of another layout is deserialized on its own). /diagnostics, TF and
+received each, and decodes each topic's batch together with numpy through
+:class:`~mbfg_ros.io.cdr_layout.CdrLayout` (a message of another layout is deserialized on its
+own). /diagnostics, TF and
 DynamicJointState arrive as message objects, one callback each.
 
 :func:`start_monitor` runs one in a background thread on a given ROS domain (own rclpy
@@ -111,15 +110,6 @@ DRAIN_PERIOD = 0.05
 history holds 1000)."""
 
 
-@dataclass
-class _Pending:
-    """Messages of one topic taken but not decoded yet: CDR bytes, DDS receive times (ns,
-    CLOCK_REALTIME) and the same as monotonic s."""
-    raws: list[bytes] = field(default_factory=list)
-    received_ns: list[int] = field(default_factory=list)
-    taken: list[float] = field(default_factory=list)
-
-
 class OutputMonitor(Node):
     """Records the estimator's outputs, the truth and /diagnostics (see the module docstring)."""
 
@@ -142,12 +132,14 @@ class OutputMonitor(Node):
         self.mech = mech
         self.names = names or OutputNames()
         self.truth_ns = (mech.config.truth_namespace or "/truth").rstrip("/")
-        self._topics: dict[str, TopicRecord] = {}    # every recorded topic (KeyError: not recorded)
-        self._estimates: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
-        self._truth: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.topics: dict[str, TopicRecord] = {}     # every recorded topic (KeyError: not recorded)
+        # (stamp ns, DDS receive wall ns, position, velocity, effort) of every ~/joint_states
+        self.estimates: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.truth: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
         self.truth_received_ns: list[int] = []       # when DDS delivered each truth joint state here
-        self._forces: dict[tuple[str, str], list[tuple[int, np.ndarray, np.ndarray]]] = defaultdict(list)
-        self._pending: dict[str, _Pending] = {}
+        # {("estimate" | "truth", force name): [(stamp ns, force (3,), torque (3,))]}
+        self.forces: dict[tuple[str, str], list[tuple[int, np.ndarray, np.ndarray]]] = defaultdict(list)
+        self._bulk: list[str] = []                   # the topics taken as bytes
         self._layouts: dict[tuple[str, int], list[CdrLayout | None]] = {}
         store = msgs.typestore()
         self._deserialize, self._serialize = store.deserialize_cdr, store.serialize_cdr
@@ -177,10 +169,10 @@ class OutputMonitor(Node):
     def _subscribe(self, topics: dict[str, str]) -> None:
         with self.lock:
             for topic, msgtype in topics.items():
-                self._topics[topic] = TopicRecord(msgtype)
+                self.topics[topic] = TopicRecord(msgtype)
                 qos = LATCHED if topic == "/tf_static" else RELIABLE
                 if msgtype in BULK_TYPES:
-                    self._pending[topic] = _Pending()
+                    self._bulk.append(topic)
                     self._subscription_of[topic] = self._bulk_node.create_subscription(
                         message_class(msgtype), topic, lambda raw: None, qos, raw=True)
                     if self._drain_timer is None:
@@ -190,41 +182,11 @@ class OutputMonitor(Node):
                         message_class(msgtype), topic, lambda m, topic=topic: self._on(topic, m), qos)
 
     # ------------------------------------------------------------------------------------------
-    # the records, decoded up to the newest message taken
-    @property
-    def topics(self) -> dict[str, TopicRecord]:
-        """{topic: TopicRecord} of every recorded topic."""
-        with self.lock:
-            self._decode_pending()
-            return self._topics
-
-    @property
-    def estimates(self) -> list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
-        """(stamp ns, receive wall ns, position, velocity, effort) of every ~/joint_states."""
-        with self.lock:
-            self._decode_pending()
-            return self._estimates
-
-    @property
-    def truth(self) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
-        """(stamp ns, position, velocity, effort) of every truth joint state."""
-        with self.lock:
-            self._decode_pending()
-            return self._truth
-
-    @property
-    def forces(self) -> dict[tuple[str, str], list[tuple[int, np.ndarray, np.ndarray]]]:
-        """{("estimate" | "truth", force name): [(stamp ns, force (3,), torque (3,))]}."""
-        with self.lock:
-            self._decode_pending()
-            return self._forces
-
-    # ------------------------------------------------------------------------------------------
     # intake
     def _drain(self) -> None:
         """Take every message waiting on the bulk topics (CDR bytes, with the time DDS received
-        each); decoding waits until the records are read."""
-        for topic, pending in list(self._pending.items()):
+        each) and record them."""
+        for topic in list(self._bulk):
             sub = self._subscription_of[topic]
             taken = []
             while True:
@@ -235,35 +197,23 @@ class OutputMonitor(Node):
             if not taken:
                 continue
             wall_ns = time.time_ns()
-            to_monotonic = time.monotonic() - wall_ns * 1e-9
+            received = [int(info.get("received_timestamp", 0)) or wall_ns for _, info in taken]
             with self.lock:
-                pending = self._pending[topic]
-                for cdr, info in taken:
-                    received = int(info.get("received_timestamp", 0)) or wall_ns
-                    pending.raws.append(cdr)
-                    pending.received_ns.append(received)
-                    pending.taken.append(received * 1e-9 + to_monotonic)
+                self._decode(topic, [cdr for cdr, _ in taken], received)
 
     def destroy_node(self) -> None:
         self._bulk_node.destroy_node()
         super().destroy_node()
 
-    def _decode_pending(self) -> None:
-        """Decode every topic's pending messages (lock held)."""
-        for topic, pending in self._pending.items():
-            if not pending.raws:
-                continue
-            self._pending[topic] = _Pending()
-            self._decode(topic, pending)
-
-    def _decode(self, topic: str, pending: _Pending) -> None:
-        """Record the messages ``pending`` of ``topic`` (in the order they came): those of a
-        known layout decoded together, the others one by one."""
-        rec = self._topics[topic]
+    def _decode(self, topic: str, raws: list[bytes], received_ns: list[int]) -> None:
+        """Record the messages ``raws`` of ``topic`` (in the order they came; DDS received them
+        at ``received_ns``, CLOCK_REALTIME): those of a known layout decoded together, the
+        others one by one (lock held)."""
+        rec = self.topics[topic]
         msgtype = rec.msgtype
-        raws, received_ns = pending.raws, pending.received_ns
         rec.count += len(raws)
-        rec.received.extend(pending.taken)
+        to_monotonic = time.monotonic() - time.time_ns() * 1e-9
+        rec.received.extend(r * 1e-9 + to_monotonic for r in received_ns)
         # per message: (stamp, values...) from a layout's arrays, or None (decoded on its own)
         rows: list[tuple | None] = [None] * len(raws)
         by_size: dict[int, list[int]] = {}
@@ -295,13 +245,13 @@ class OutputMonitor(Node):
             stamp = row[0]
             rec.stamps.append(stamp)
             if topic == self._est_js:
-                self._estimates.append((stamp, received_ns[i], row[1], row[2], row[3]))
+                self.estimates.append((stamp, received_ns[i], row[1], row[2], row[3]))
             elif topic == self._truth_js:
-                self._truth.append((stamp, row[1], row[2], row[3]))
+                self.truth.append((stamp, row[1], row[2], row[3]))
                 self.truth_received_ns.append(received_ns[i])
             elif "/forces/" in topic:
                 source = "truth" if topic.startswith(self.truth_ns + "/") else "estimate"
-                self._forces[(source, topic.rsplit("/forces/", 1)[1])].append((stamp, row[1], row[2]))
+                self.forces[(source, topic.rsplit("/forces/", 1)[1])].append((stamp, row[1], row[2]))
 
     def _rows(self, layout: CdrLayout, data: np.ndarray, which: np.ndarray, idx: list[int],
               rows: list, rec: TopicRecord) -> None:
@@ -339,7 +289,7 @@ class OutputMonitor(Node):
     def _on(self, topic: str, msg) -> None:
         """One message of a topic not taken in bulk (/diagnostics, TF, DynamicJointState)."""
         wall = time.monotonic()
-        rec = self._topics[topic]
+        rec = self.topics[topic]
         with self.lock:
             rec.count += 1
             rec.received.append(wall)
@@ -473,7 +423,7 @@ class OutputMonitor(Node):
             truth = self.truth
             stamps = np.array([x[0] for x in truth], np.int64)
             received = np.asarray(self.truth_received_ns[:stamps.size], np.int64)
-            t0 = self._estimates[0][0] if self._estimates else (stamps[0] if stamps.size else 0)
+            t0 = self.estimates[0][0] if self.estimates else (stamps[0] if stamps.size else 0)
         sel = (stamps - t0) * 1e-9 >= after
         return (received[sel] - stamps[sel]) * 1e-6
 
