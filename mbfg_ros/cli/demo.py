@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from mbfg_ros.model.validation import load_rig
     from mbfg_ros.ros.launch_description import default_config, sim_rig_description
     from mbfg_ros.ros.output_monitor import MonitorThread
-    from mbfg_ros.ros.processes import NodeProcesses, ros_environment
+    from mbfg_ros.ros.processes import CpuSamples, NodeProcesses, ros_environment
 
     if not args.duration > 0:
         raise CliError(f"--duration must be positive (value: {args.duration})")
@@ -116,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"  estimator: estimator node (mbfg_estimator), keyframes "
           f"{mech.config.estimator.keyframe_rate:g} Hz, lag {mech.config.estimator.lag:g} s")
     print(f"  logs:      {log_dir}/")
-    load = os.getloadavg()[0]
+    load_before = list(os.getloadavg())
+    load = load_before[0]
     if load > 0.75 * (os.cpu_count() or 1):
         print(f"  note:      this machine is busy (load average {load:.1f} on {os.cpu_count()} "
               "cores): the nodes share it, so the live figures may lag real time")
@@ -127,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
     watched = ("joint_states", "/diagnostics") + tuple(f"forces/{force}" for force in [force] if force)
     monitor_thread = MonitorThread(mech, int(env["ROS_DOMAIN_ID"]), outputs=watched)
     m = monitor_thread.monitor
+    own_cpu = CpuSamples(os.getpid())       # this process: the monitor, the table, the plots
+    own_cpu.sample()
     rates = _Rates()
     start = time.monotonic()
     header = ("  time  " + " ".join(f"{s[:14]:>14}" for s in sensors) + "  queue  update ms   e2e ms"
@@ -140,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
         behind = 0.0
         while True:
             time.sleep(1.0)
+            own_cpu.sample()
             exited = procs.exited()
             bad = {n: c for n, c in exited.items() if c != 0 or n != "sim_rig"}
             if bad:
@@ -164,12 +168,16 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: stopping the nodes", file=sys.stderr)
     finally:
+        own_cpu.sample()
         codes = procs.stop()
         time.sleep(0.2)
         monitor_thread.close()
     summary = _summary(m, mech, j, scale, unit, force, args, codes, log_dir)
     summary["behind_at_end_s"] = behind
     summary["load_average"] = list(os.getloadavg())
+    summary["load_average_before"] = load_before
+    summary["cpu"] = _cpu(m, {**procs.cpu, "mbfg demo": own_cpu})
+    summary["log_warnings"] = _log_warnings(procs, (m.truth[-1][0] if m.truth else time.time_ns()) * 1e-9)
     _print_summary(summary, dof, unit, force)
     if behind > 0:
         print(f"  note: the estimator was still {behind:.1f} s behind the rig when the demo "
@@ -189,6 +197,37 @@ def _tail(procs, lines: int = 8) -> str:
         text = procs.log_text(name).splitlines()[-lines:]
         out += [f"  [{name}] {ln}" for ln in text]
     return "\n".join(out)
+
+
+def _cpu(m, cpu: dict) -> dict | None:
+    """Each process's CPU while the rig ran (cores: CPU s per s from the first to the last truth
+    stamp, which are wall-clock times) and over its whole life (s); None without truth."""
+    if len(m.truth) < 2:
+        return None
+    t0, t1 = m.truth[0][0], m.truth[-1][0]
+    cores = {name: c.between(t0, t1) / ((t1 - t0) * 1e-9) for name, c in cpu.items()}
+    return {"window_s": (t1 - t0) * 1e-9, "cores": cores, "total_cores": sum(cores.values()),
+            "cpu_s": {name: c.total for name, c in cpu.items()}}
+
+
+def _log_warnings(procs, end_s: float) -> dict[str, list[str]]:
+    """{process: its log's WARN and ERROR lines logged until ``end_s`` (wall clock s: the rig's
+    last stamp; after it the estimator rightly finds its sensors silent)}."""
+    out = {}
+    for name in procs.logs:
+        lines = []
+        for ln in procs.log_text(name).splitlines():
+            if "[WARN]" not in ln and "[ERROR]" not in ln:
+                continue
+            try:                                  # "[WARN] [1795704617.206748885] [node]: ..."
+                logged = float(ln.split("[")[2].split("]")[0])
+            except (IndexError, ValueError):
+                logged = 0.0
+            if logged <= end_s:
+                lines.append(ln)
+        if lines:
+            out[name] = lines
+    return out
 
 
 def _row(m, sensors, rates, j, scale, force, settle) -> str:
@@ -216,6 +255,14 @@ def _row(m, sensors, rates, j, scale, force, settle) -> str:
     return row
 
 
+def _percentiles(x: np.ndarray) -> dict | None:
+    """mean, p50, p99, max and count of latencies (ms), None without any."""
+    if not x.size:
+        return None
+    return {"mean": float(np.mean(x)), "p50": float(np.percentile(x, 50)), "p99": float(np.percentile(x, 99)),
+            "max": float(np.max(x)), "samples": int(x.size)}
+
+
 def _summary(m, mech, j, scale, unit, force, args, codes, log_dir) -> dict:
     err = m.tracking(after=args.settle)
     lat = m.latency_ms(after=args.settle)
@@ -227,9 +274,8 @@ def _summary(m, mech, j, scale, unit, force, args, codes, log_dir) -> dict:
         "estimates": len(m.estimates), "truth_samples": len(m.truth),
         "rmse": {name: {"position": e["q_rmse"], "velocity": e["v_rmse"], "max_position": e["q_max"],
                         "samples": e["samples"]} for name, e in err.items()},
-        "end_to_end_latency_ms": ({"mean": float(np.mean(lat)), "p50": float(np.percentile(lat, 50)),
-                                   "p99": float(np.percentile(lat, 99)), "max": float(np.max(lat)),
-                                   "samples": int(lat.size)} if lat.size else None),
+        "end_to_end_latency_ms": _percentiles(lat),
+        "rig_lateness_ms": _percentiles(m.truth_latency_ms(after=args.settle)),
         "solver": dict(s.values) if s else None, "input_queue": dict(q.values) if q else None,
         "sensors": {k: dict(v.values) for k, v in m.sensor_status().items()},
         "exit_codes": codes, "logs": str(log_dir),
@@ -253,6 +299,10 @@ def _print_summary(s: dict, dof: str, unit: str, force: str) -> None:
     if lat:
         print(f"  end-to-end latency (sensor stamp -> estimate received over DDS): mean "
               f"{lat['mean']:.1f} ms, p50 {lat['p50']:.1f} ms, p99 {lat['p99']:.1f} ms, max {lat['max']:.1f} ms")
+    late = s.get("rig_lateness_ms")
+    if late:
+        print(f"    the rig's own lateness (truth stamp -> truth received over DDS): p50 {late['p50']:.1f} ms, "
+              f"p99 {late['p99']:.1f} ms")
     if s["solver"]:
         sv = s["solver"]
         print(f"  solver: {sv.get('keyframes')} keyframes, update mean {float(sv.get('update_mean_ms', 0)):.2f} ms, "
@@ -262,6 +312,16 @@ def _print_summary(s: dict, dof: str, unit: str, force: str) -> None:
     if q:
         print(f"  input: {q.get('messages')} messages, {q.get('processed')} readings processed, "
               f"{q.get('dropped')} dropped, {q.get('lost_in_dds', 0)} lost in DDS")
+    cpu = s.get("cpu")
+    if cpu:
+        print(f"  CPU while the rig ran ({cpu['window_s']:.1f} s): " + ", ".join(
+            f"{name} {c:.2f}" for name, c in cpu["cores"].items()) + f" = {cpu['total_cores']:.2f} cores; "
+            "over each process's life " + ", ".join(f"{name} {c:.1f} s" for name, c in cpu["cpu_s"].items())
+            + f"; load average (1, 5, 15 min) {' '.join(f'{x:.2f}' for x in s['load_average_before'])} "
+            f"before, {' '.join(f'{x:.2f}' for x in s['load_average'])} after, on {os.cpu_count()} cores")
+    warnings = s.get("log_warnings") or {}
+    print("  warnings in the logs while the rig ran: " + ("none" if not warnings else "; ".join(
+        f"{name} {len(lines)} (first: {lines[0].strip()[:160]})" for name, lines in warnings.items())))
 
 
 def _plots(m, mech, j, scale, unit, dof, force, out: Path) -> list[Path]:

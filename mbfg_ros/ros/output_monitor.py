@@ -7,10 +7,20 @@ stamps, frame ids and names. From that it computes:
 
 - tracking errors: RMSE of each joint's position and velocity against the truth interpolated
   at the estimate's stamp, and of each closure force (vector, in frame_b);
-- end-to-end latency: wall-clock receive time of ``~/joint_states`` minus its header stamp
-  (= the newest sensor stamp in that keyframe); meaningful when the rig stamps with the wall
-  clock (sim_rig in wall time) on the same machine;
+- end-to-end latency: wall-clock receive time of ``~/joint_states`` (when DDS delivered it to
+  this process, the middleware's ``received_timestamp``) minus its header stamp (= the newest
+  sensor stamp in that keyframe); meaningful when the rig stamps with the wall clock (sim_rig
+  in wall time) on the same machine;
 - the newest /diagnostics status of every sensor, of the solver and of the node's queue.
+
+Intake in bulk: the JointState and WrenchStamped topics (the estimates, the truth, the forces:
+hundreds of messages a second) are subscribed as CDR bytes by a second node that no executor
+spins, so no message wakes this process; a timer takes every message waiting on them
+:data:`DRAIN_PERIOD` apart (DDS keeps them meanwhile: depth 1000, reliable) with the time DDS
+received each, and decodes each topic's batch together with numpy through
+:class:`~mbfg_ros.io.cdr_layout.CdrLayout` (a message of another layout is deserialized on its
+own). /diagnostics, TF and
+DynamicJointState arrive as message objects, one callback each.
 
 :func:`start_monitor` runs one in a background thread on a given ROS domain (own rclpy
 context), so a test or a CLI can read it while it records.
@@ -27,11 +37,14 @@ import numpy as np
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
+from mbfg_ros.io import messages as msgs
+from mbfg_ros.io.cdr_layout import CdrLayout
 from mbfg_ros.io.estimate_messages import OutputNames, output_topics
 from mbfg_ros.io.simulation_messages import truth_topics
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.ros.background_node import BackgroundNode
 from mbfg_ros.ros.message_classes import message_class
+from mbfg_ros.ros.rclpy_compat import take_waiting_with_info
 
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
                       durability=DurabilityPolicy.VOLATILE, history=HistoryPolicy.KEEP_LAST)
@@ -86,6 +99,17 @@ def _vec(v) -> np.ndarray:
     return np.array([v.x, v.y, v.z], float)
 
 
+BULK_TYPES = (msgs.JOINT_STATE, msgs.WRENCH_STAMPED)
+"""Message types taken as bytes and decoded in bulk."""
+
+MAX_LAYOUTS = 4
+"""Layouts learned per (topic, message size); messages matching none are decoded one by one."""
+
+DRAIN_PERIOD = 0.05
+"""s between two takes of the bulk topics' waiting messages (10 of a 200 Hz topic; its DDS
+history holds 1000)."""
+
+
 class OutputMonitor(Node):
     """Records the estimator's outputs, the truth and /diagnostics (see the module docstring)."""
 
@@ -102,13 +126,23 @@ class OutputMonitor(Node):
         otherwise, on a loaded machine, the first seconds of estimates can be published before
         DDS has matched this monitor and never arrive."""
         super().__init__(node_name, context=context, enable_rosout=False)
+        # the bulk topics' subscriptions: on a node no executor spins (taken by _drain)
+        self._bulk_node = Node(f"{node_name}_bulk", context=context, enable_rosout=False,
+                               start_parameter_services=False)
         self.mech = mech
         self.names = names or OutputNames()
         self.truth_ns = (mech.config.truth_namespace or "/truth").rstrip("/")
         self.topics: dict[str, TopicRecord] = {}     # every recorded topic (KeyError: not recorded)
+        # (stamp ns, DDS receive wall ns, position, velocity, effort) of every ~/joint_states
         self.estimates: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]] = []
         self.truth: list[tuple[int, np.ndarray, np.ndarray, np.ndarray]] = []
+        self.truth_received_ns: list[int] = []       # when DDS delivered each truth joint state here
+        # {("estimate" | "truth", force name): [(stamp ns, force (3,), torque (3,))]}
         self.forces: dict[tuple[str, str], list[tuple[int, np.ndarray, np.ndarray]]] = defaultdict(list)
+        self._bulk: list[str] = []                   # the topics taken as bytes
+        self._layouts: dict[tuple[str, int], list[CdrLayout | None]] = {}
+        store = msgs.typestore()
+        self._deserialize, self._serialize = store.deserialize_cdr, store.serialize_cdr
         self.status: dict[str, Status] = {}
         self.status_history: dict[str, list[tuple[float, int, str]]] = defaultdict(list)
         self.lock = threading.RLock()
@@ -121,6 +155,7 @@ class OutputMonitor(Node):
         self._est_js = self.names.topic("joint_states")
         self._truth_js = f"{self.truth_ns}/joint_states"
         self._subscription_of: dict[str, object] = {}
+        self._drain_timer = None
         self._subscribe(wanted if truth_after_estimator else {**wanted, **truth})
         self._truth_timer = None
         if truth_after_estimator:
@@ -135,14 +170,125 @@ class OutputMonitor(Node):
         with self.lock:
             for topic, msgtype in topics.items():
                 self.topics[topic] = TopicRecord(msgtype)
-                self._subscription_of[topic] = self.create_subscription(
-                    message_class(msgtype), topic, lambda m, topic=topic: self._on(topic, m),
-                    LATCHED if topic == "/tf_static" else RELIABLE)
+                qos = LATCHED if topic == "/tf_static" else RELIABLE
+                if msgtype in BULK_TYPES:
+                    self._bulk.append(topic)
+                    self._subscription_of[topic] = self._bulk_node.create_subscription(
+                        message_class(msgtype), topic, lambda raw: None, qos, raw=True)
+                    if self._drain_timer is None:
+                        self._drain_timer = self.create_timer(DRAIN_PERIOD, self._drain)
+                else:
+                    self._subscription_of[topic] = self.create_subscription(
+                        message_class(msgtype), topic, lambda m, topic=topic: self._on(topic, m), qos)
+
+    # ------------------------------------------------------------------------------------------
+    # intake
+    def _drain(self) -> None:
+        """Take every message waiting on the bulk topics (CDR bytes, with the time DDS received
+        each) and record them."""
+        for topic in list(self._bulk):
+            sub = self._subscription_of[topic]
+            taken = []
+            while True:
+                more = take_waiting_with_info(sub)
+                if more is None:
+                    break
+                taken.append(more)
+            if not taken:
+                continue
+            wall_ns = time.time_ns()
+            received = [int(info.get("received_timestamp", 0)) or wall_ns for _, info in taken]
+            with self.lock:
+                self._decode(topic, [cdr for cdr, _ in taken], received)
+
+    def destroy_node(self) -> None:
+        self._bulk_node.destroy_node()
+        super().destroy_node()
+
+    def _decode(self, topic: str, raws: list[bytes], received_ns: list[int]) -> None:
+        """Record the messages ``raws`` of ``topic`` (in the order they came; DDS received them
+        at ``received_ns``, CLOCK_REALTIME): those of a known layout decoded together, the
+        others one by one (lock held)."""
+        rec = self.topics[topic]
+        msgtype = rec.msgtype
+        rec.count += len(raws)
+        to_monotonic = time.monotonic() - time.time_ns() * 1e-9
+        rec.received.extend(r * 1e-9 + to_monotonic for r in received_ns)
+        # per message: (stamp, values...) from a layout's arrays, or None (decoded on its own)
+        rows: list[tuple | None] = [None] * len(raws)
+        by_size: dict[int, list[int]] = {}
+        for i, raw in enumerate(raws):
+            by_size.setdefault(len(raw), []).append(i)
+        for size, idx in by_size.items():
+            data = np.frombuffer(b"".join(raws[i] for i in idx), np.uint8).reshape(len(idx), size)
+            todo = np.arange(len(idx))
+            layouts = self._layouts.setdefault((topic, size), [])
+            for layout in layouts:
+                if layout is not None and todo.size:
+                    ok = layout.matches(data[todo])
+                    self._rows(layout, data, todo[ok], idx, rows, rec)
+                    todo = todo[~ok]
+            while todo.size and len(layouts) < MAX_LAYOUTS:
+                layout = CdrLayout.learn(raws[idx[int(todo[0])]], msgtype, self._deserialize, self._serialize)
+                layouts.append(layout)
+                if layout is None:
+                    break
+                ok = layout.matches(data[todo])
+                self._rows(layout, data, todo[ok], idx, rows, rec)
+                todo = todo[~ok]
+        for i, raw in enumerate(raws):
+            if rows[i] is None:
+                rows[i] = self._one(raw, msgtype, rec)
+        for i, row in enumerate(rows):
+            if row is None:                      # does not deserialize: counted, not recorded
+                continue
+            stamp = row[0]
+            rec.stamps.append(stamp)
+            if topic == self._est_js:
+                self.estimates.append((stamp, received_ns[i], row[1], row[2], row[3]))
+            elif topic == self._truth_js:
+                self.truth.append((stamp, row[1], row[2], row[3]))
+                self.truth_received_ns.append(received_ns[i])
+            elif "/forces/" in topic:
+                source = "truth" if topic.startswith(self.truth_ns + "/") else "estimate"
+                self.forces[(source, topic.rsplit("/forces/", 1)[1])].append((stamp, row[1], row[2]))
+
+    def _rows(self, layout: CdrLayout, data: np.ndarray, which: np.ndarray, idx: list[int],
+              rows: list, rec: TopicRecord) -> None:
+        """Fill ``rows`` for the messages ``which`` (rows of ``data``) of ``layout``."""
+        if not which.size:
+            return
+        fixed = layout.decode(data[which])
+        stamps = fixed.stamps_ns().tolist()
+        msg = fixed.template
+        rec.frame_ids.add(msg.header.frame_id)
+        if hasattr(msg, "name"):                                   # JointState
+            rec.names.add(tuple(msg.name))
+            columns = [fixed.values(f) if getattr(msg, f).size else np.zeros((len(fixed), 0))
+                       for f in ("position", "velocity", "effort")]
+        else:                                                      # WrenchStamped
+            columns = [fixed.values("wrench.force"), fixed.values("wrench.torque")]
+        for k, j in enumerate(which.tolist()):
+            rows[idx[j]] = (stamps[k], *(c[k] for c in columns))
+
+    def _one(self, raw: bytes, msgtype: str, rec: TopicRecord) -> tuple | None:
+        """(stamp, values...) of one message decoded on its own, or None if it does not deserialize."""
+        try:
+            msg = self._deserialize(bytes(raw), msgtype)
+        except Exception:                                          # noqa: BLE001 - a corrupt message
+            return None
+        rec.frame_ids.add(msg.header.frame_id)
+        stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
+        if hasattr(msg, "name"):
+            rec.names.add(tuple(msg.name))
+            return (stamp, np.array(msg.position, float), np.array(msg.velocity, float),
+                    np.array(msg.effort, float))
+        return stamp, _vec(msg.wrench.force), _vec(msg.wrench.torque)
 
     # ------------------------------------------------------------------------------------------
     def _on(self, topic: str, msg) -> None:
+        """One message of a topic not taken in bulk (/diagnostics, TF, DynamicJointState)."""
         wall = time.monotonic()
-        wall_ns = time.time_ns()
         rec = self.topics[topic]
         with self.lock:
             rec.count += 1
@@ -167,22 +313,10 @@ class OutputMonitor(Node):
                     st = msg.transforms[0].header.stamp
                     rec.stamps.append(st.sec * 1_000_000_000 + st.nanosec)
                 return
-            if hasattr(msg, "name"):                       # JointState
-                rec.names.add(tuple(msg.name))
-            elif hasattr(msg, "joint_names"):
+            if hasattr(msg, "joint_names"):                # DynamicJointState
                 rec.names.add(tuple(msg.joint_names))
                 for joint, iv in zip(msg.joint_names, getattr(msg, "interface_values", ())):
                     rec.interfaces.add((joint, tuple(iv.interface_names)))
-            if topic == self._est_js:
-                self.estimates.append((stamp, wall_ns, np.array(msg.position), np.array(msg.velocity),
-                                       np.array(msg.effort)))
-            elif topic == self._truth_js:
-                self.truth.append((stamp, np.array(msg.position), np.array(msg.velocity),
-                                   np.array(msg.effort)))
-            elif "/forces/" in topic:
-                source = "truth" if topic.startswith(self.truth_ns + "/") else "estimate"
-                name = topic.rsplit("/forces/", 1)[1]
-                self.forces[(source, name)].append((stamp, _vec(msg.wrench.force), _vec(msg.wrench.torque)))
 
     # ------------------------------------------------------------------------------------------
     # analysis
@@ -275,10 +409,23 @@ class OutputMonitor(Node):
                 float(np.sqrt(np.mean(np.sum(truth ** 2, axis=1)))))
 
     def latency_ms(self, after: float = 0.0) -> np.ndarray:
-        """End-to-end latencies (ms): wall receive time of ~/joint_states minus its stamp."""
+        """End-to-end latencies (ms): wall receive time of ~/joint_states (when DDS delivered
+        it here) minus its stamp."""
         a = self.arrays()
         sel = a["est_t"] >= after
         return (a["est_wall_ns"][sel] - a["est_stamp_ns"][sel]) * 1e-6
+
+    def truth_latency_ms(self, after: float = 0.0) -> np.ndarray:
+        """The rig's lateness (ms): when each truth joint state arrived here (DDS) minus its
+        stamp; the rig publishes the truth at its stamp, so this is what the rig and DDS add to
+        the end-to-end latency. ``after``: s after the first estimate's stamp."""
+        with self.lock:
+            truth = self.truth
+            stamps = np.array([x[0] for x in truth], np.int64)
+            received = np.asarray(self.truth_received_ns[:stamps.size], np.int64)
+            t0 = self.estimates[0][0] if self.estimates else (stamps[0] if stamps.size else 0)
+        sel = (stamps - t0) * 1e-9 >= after
+        return (received[sel] - stamps[sel]) * 1e-6
 
     def sensor_status(self, node_name: str | None = None) -> dict[str, Status]:
         """{sensor: newest status} from /diagnostics (statuses are named after the estimator's

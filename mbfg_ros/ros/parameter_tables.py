@@ -84,10 +84,10 @@ SIM_RIG_PARAMETERS: tuple[ParameterSpec, ...] = (
     ParameterSpec("clock_rate", float, 100.0, "rate of /clock messages", "Hz", 1.0, 10000.0),
     ParameterSpec("epoch", float, -1.0, "absolute time of the run's start; negative: the wall "
                   "clock at start-up (1700000000 with publish_clock)", "s"),
-    ParameterSpec("chunk", float, 0.1, "rig time simulated per step (every rate must give a whole "
-                  "number of samples per chunk)", "s", 0.001, 10.0),
-    ParameterSpec("lead", float, 0.3, "how far the simulation runs ahead of the published time",
-                  "s", 0.0, 60.0),
+    ParameterSpec("chunk", float, 0.5, "rig time simulated (and serialized) per block (every rate "
+                  "must give a whole number of samples per chunk)", "s", 0.001, 10.0),
+    ParameterSpec("lead", float, 1.0, "the next block is simulated once the published time is "
+                  "this close to the simulated one", "s", 0.0, 60.0),
     ParameterSpec("truth_rate", float, 200.0, "rate of the ground-truth topics", "Hz", 1.0, 10000.0),
     ParameterSpec("publish_truth", bool, True, "publish the ground truth under the config's "
                   "truth_namespace"),

@@ -7,6 +7,9 @@ params file, each process's output in ``<log_dir>/<name>.log`` (and optionally e
 SIGTERM, then SIGKILL, and on Linux every child gets SIGTERM if its runner dies, so children
 never outlive their runner. ``ros_environment`` gives a
 private DDS domain (random ``ROS_DOMAIN_ID``, localhost only, its own ROS_LOG_DIR).
+Each process's CPU time is read off ``/proc/<pid>/stat`` (:class:`CpuSamples`) whenever
+:meth:`NodeProcesses.poll` looks at it, the last time just before it is reaped, so a process that
+ended on its own has its whole CPU time recorded.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from mbfg_ros.ros.launch_description import Description, NodeSpec, ProcessSpec
@@ -118,6 +122,46 @@ def ros_environment(log_dir: str | Path, domain_id: int | None = None,
     return env
 
 
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far, all its threads (None once it is
+    gone; an exited process not yet reaped still gives its total)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2:].split()      # after "pid (comm) ": state is fields[0]
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuSamples:
+    """(wall time ns, CPU s) samples of one process, read off /proc."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.t: list[int] = []
+        self.cpu: list[float] = []
+
+    def sample(self) -> None:
+        c = process_cpu_s(self.pid)
+        if c is not None:
+            self.t.append(time.time_ns())
+            self.cpu.append(c)
+
+    def between(self, t0_ns: int, t1_ns: int) -> float:
+        """CPU seconds spent from ``t0_ns`` to ``t1_ns`` (linear between samples; the /proc
+        counters tick every 10 ms)."""
+        if len(self.t) < 2:
+            return float("nan")
+        t = np.asarray(self.t, dtype=np.float64)
+        c = np.asarray(self.cpu)
+        return float(np.interp(float(t1_ns), t, c) - np.interp(float(t0_ns), t, c))
+
+    @property
+    def total(self) -> float:
+        """CPU seconds at the newest sample (nan before the first)."""
+        return self.cpu[-1] if self.cpu else float("nan")
+
+
 def tool_available(cmd: tuple[str, ...] | list[str]) -> bool:
     return shutil.which(cmd[0]) is not None or Path(cmd[0]).is_file()
 
@@ -135,6 +179,7 @@ class NodeProcesses:
         self.procs: dict[str, subprocess.Popen] = {}
         self.required: set[str] = set()
         self.logs: dict[str, Path] = {}
+        self.cpu: dict[str, CpuSamples] = {}       # sampled by poll()
         self._threads: list[threading.Thread] = []
 
     # ------------------------------------------------------------------------------------------
@@ -178,6 +223,8 @@ class NodeProcesses:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE if self.echo else fh,
                                     stderr=subprocess.STDOUT, env=env, start_new_session=True)
             self.procs[name] = proc
+            self.cpu[name] = CpuSamples(proc.pid)
+            self.cpu[name].sample()
             if self.echo:
                 t = threading.Thread(target=_tee, args=(proc, fh, name), daemon=True)
                 t.start()
@@ -197,8 +244,14 @@ class NodeProcesses:
 
     # ------------------------------------------------------------------------------------------
     def poll(self) -> dict[str, int | None]:
-        """{name: exit status, or None while running}."""
-        return {name: p.poll() for name, p in self.procs.items()}
+        """{name: exit status, or None while running}; samples the CPU time of every process
+        not reaped yet (before reaping it)."""
+        out = {}
+        for name, p in self.procs.items():
+            if p.returncode is None:
+                self.cpu[name].sample()
+            out[name] = p.poll()
+        return out
 
     def exited(self) -> dict[str, int]:
         return {name: rc for name, rc in self.poll().items() if rc is not None}
@@ -225,11 +278,11 @@ class NodeProcesses:
     def stop(self, timeout: float = 5.0) -> dict[str, int]:
         """SIGINT, then SIGTERM, then SIGKILL (each after ``timeout`` s); the exit statuses."""
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
-            if all(p.poll() is not None for p in self.procs.values()):
+            if all(rc is not None for rc in self.poll().values()):
                 break
             self.signal_all(sig)
             end = time.monotonic() + (timeout if sig != signal.SIGKILL else 2.0)
-            while time.monotonic() < end and any(p.poll() is None for p in self.procs.values()):
+            while time.monotonic() < end and any(rc is None for rc in self.poll().values()):
                 time.sleep(0.05)
         for t in self._threads:
             t.join(timeout=1.0)
@@ -261,4 +314,5 @@ def describe_processes(procs: NodeProcesses) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["NodeProcesses", "ros_environment", "describe_processes", "ProcessSpec"]
+__all__ = ["NodeProcesses", "ros_environment", "describe_processes", "ProcessSpec", "CpuSamples",
+           "process_cpu_s"]

@@ -46,16 +46,23 @@ SPIN_TIMEOUT = 0.1
 
 
 __all__ = ["SubscriptionEventCallbacks", "UnsupportedEventTypeError", "node_executor", "spin",
-           "take_waiting"]
+           "take_waiting", "take_waiting_with_info"]
 
 
 def take_waiting(sub):
     """The next message waiting on subscription ``sub`` (CDR bytes on a raw one), or None when
     none waits or ``sub`` was destroyed (a type switch). Same call as the executor's
     (``sub.handle.take_message``)."""
+    taken = take_waiting_with_info(sub)
+    return None if taken is None else taken[0]
+
+
+def take_waiting_with_info(sub):
+    """(message, message info) of the next message waiting on ``sub``, or None (as
+    :func:`take_waiting`); the info is rclpy's dict with ``source_timestamp`` and
+    ``received_timestamp`` (ns, set by the middleware)."""
     try:
         with sub.handle:
-            info = sub.handle.take_message(sub.msg_type, sub.raw)
+            return sub.handle.take_message(sub.msg_type, sub.raw)
     except Exception:                                    # noqa: BLE001 (destroyed)
         return None
-    return None if info is None else info[0]

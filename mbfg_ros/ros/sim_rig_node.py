@@ -17,17 +17,20 @@ owns the time instead: it publishes /clock (rosgraph_msgs/Clock at ``clock_rate`
 never past the simulated data (a slow machine slows the clock, never the data); run the
 estimator with ``use_sim_time:=true``.
 
-Threads: a generator thread simulates ``lead`` seconds ahead of the published time (chunks of
-``chunk`` s); the main thread publishes (it falls behind only if the simulation cannot keep up,
+Threads: a generator thread simulates ahead of the published time in blocks of ``chunk`` s
+(default 0.5 s), starting the next block once the published time is within ``lead`` s of the
+simulated one; each block's messages are serialized at once from byte templates
+(:class:`~mbfg_ros.ros.live_rig.LiveRig`). The main thread only sends the bytes that are due, in
+order, and sleeps until the next one (it falls behind only if the simulation cannot keep up,
 which is logged). The node exits with status 0 at the end of ``duration``.
 """
 from __future__ import annotations
 
-import heapq
 import sys
 import threading
 import time
-from collections import Counter
+from bisect import bisect_right
+from collections import Counter, deque
 
 import rclpy
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -39,7 +42,7 @@ from mbfg_ros.io import messages as msgs
 from mbfg_ros.model.channels import channel_names
 from mbfg_ros.model.validation import load_rig
 from mbfg_ros.ros.free_memory import fix_heap_thresholds
-from mbfg_ros.ros.live_rig import LiveRig
+from mbfg_ros.ros.live_rig import LiveRig, MessageBlock
 from mbfg_ros.ros.message_classes import message_class
 from mbfg_ros.ros.node_parameters import ParameterError, declare_node_parameters, init_rclpy
 from mbfg_ros.ros.parameter_tables import SIM_RIG_PARAMETERS
@@ -135,14 +138,16 @@ class SimRigNode(Node):
                      for topic, t in self.rig.topics.items()}
         self._clock_pub = (self.create_publisher(message_class("rosgraph_msgs/msg/Clock"), "/clock", 10)
                            if p["publish_clock"] else None)
-        self._heap: list[tuple[float, int, object]] = []
-        self._heap_lock = threading.Condition()
+        self._blocks: deque[MessageBlock] = deque()      # simulated, not being published yet
+        self._blocks_lock = threading.Condition()           # guards _blocks and _generated
         self._generated = 0.0           # rig time simulated so far (s)
         self._error: BaseException | None = None
         self._stop = threading.Event()
         self.published = 0
         self.published_per_topic: Counter = Counter()
-        self._seq = 0
+        self._block: MessageBlock | None = None            # the block being published
+        self._next = 0                                     # its next message
+        self._times: list[float] = []                      # its publish times (s of rig time)
         self._generator = threading.Thread(target=self._generate, name="sim_rig_generator", daemon=True)
         rig = self.rig
         faults = ", ".join(f"{k} {v:g}" for k, v in (("jitter", p["jitter"]), ("delay", p["delay"]),
@@ -163,26 +168,25 @@ class SimRigNode(Node):
         """Simulate chunks while the published time is within ``lead`` of the simulated one."""
         try:
             while not self._stop.is_set() and not self.rig.finished:
-                with self._heap_lock:
+                with self._blocks_lock:
                     while (not self._stop.is_set()
                            and self._generated > self._rig_time + self.settings["lead"]):
-                        self._heap_lock.wait(0.05)
+                        self._blocks_lock.wait(0.05)
                 if self._stop.is_set():
                     return
-                chunk = self.rig.next_chunk()      # CDR bytes, so the publisher only sends
-                with self._heap_lock:
-                    for m in chunk:
-                        self._seq += 1
-                        heapq.heappush(self._heap, (m.time, self._seq, m))
+                block = self.rig.next_block()      # CDR bytes, so the publisher only sends
+                with self._blocks_lock:
+                    if len(block):
+                        self._blocks.append(block)
                     self._generated = self.rig.simulated
-                    self._heap_lock.notify_all()
+                    self._blocks_lock.notify_all()
         except MbfgError as exc:
             self._error = exc
         except BaseException as exc:                        # noqa: BLE001 (reported by run())
             self._error = exc
         finally:
-            with self._heap_lock:
-                self._heap_lock.notify_all()
+            with self._blocks_lock:
+                self._blocks_lock.notify_all()
 
     @property
     def _rig_time(self) -> float:
@@ -201,9 +205,9 @@ class SimRigNode(Node):
             epoch_ns = time.time_ns() + self.FIRST_CHUNK_NS
             rig.epoch_ns = epoch_ns - epoch_ns % 1_000_000       # a whole millisecond
         self._generator.start()
-        with self._heap_lock:                               # the first chunk before time starts
+        with self._blocks_lock:                               # the first chunk before time starts
             while self._generated <= 0.0 and self._error is None and not rig.finished:
-                self._heap_lock.wait(0.1)
+                self._blocks_lock.wait(0.1)
         if wall_epoch:
             start = time.monotonic() + (rig.epoch_ns - time.time_ns()) * 1e-9
         else:
@@ -220,9 +224,10 @@ class SimRigNode(Node):
                 return 1
             wall = time.monotonic() - start - paused
             target = wall * factor
-            with self._heap_lock:
+            with self._blocks_lock:
                 ahead = self._generated
-                done = rig.finished and not self._heap and self._generated >= rig.duration - 1e-9
+                done = (rig.finished and not self._blocks and self._block is None
+                        and self._generated >= rig.duration - 1e-9)
             if done:
                 per_topic = ", ".join(f"{t} {n}" for t, n in sorted(self.published_per_topic.items()))
                 self.get_logger().info(f"the scenario ended at {rig.duration:g} s; "
@@ -238,23 +243,15 @@ class SimRigNode(Node):
                     self.get_logger().warning(f"the simulation is {1e3 * (target - ahead):.0f} ms behind "
                                            "real time: messages go out late")
             self._now = min(target, rig.duration)
-            with self._heap_lock:
-                due = []
-                while self._heap and self._heap[0][0] <= self._now:
-                    due.append(heapq.heappop(self._heap)[2])
-                self._heap_lock.notify_all()
             if self._clock_pub is not None and self._now >= next_clock:
                 c = clock_cls()
                 ns = rig.epoch_ns + msgs.seconds_to_ns(self._now)
                 c.clock.sec, c.clock.nanosec = divmod(ns, 1_000_000_000)
                 self._clock_pub.publish(c)
                 next_clock = self._now + clock_period * factor
-            for m in due:
-                self._pub[m.topic].publish(m.cdr)
-                self.published_per_topic[m.topic] += 1
-            self.published += len(due)
-            with self._heap_lock:
-                nxt = self._heap[0][0] if self._heap else self._now + 0.01
+            nxt = self._publish_due(self._now)
+            if nxt is None:
+                nxt = self._now + 0.01
             if self._clock_pub is not None:
                 nxt = min(nxt, next_clock)
             sleep = (nxt - self._now) / factor
@@ -262,9 +259,34 @@ class SimRigNode(Node):
                 time.sleep(min(sleep, 0.01))
         return 0
 
-    FIRST_CHUNK_NS = 500_000_000
+    def _publish_due(self, now: float) -> float | None:
+        """Send every message due by rig time ``now``, in order; the next one's time (None
+        when nothing is simulated beyond)."""
+        while True:
+            block = self._block
+            if block is None or self._next >= len(block):
+                with self._blocks_lock:
+                    self._block = block = self._blocks.popleft() if self._blocks else None
+                    self._blocks_lock.notify_all()
+                self._next = 0
+                if block is None:
+                    return None
+                self._times = block.time.tolist()
+            start = self._next
+            end = bisect_right(self._times, now, start)
+            if end > start:
+                publishers, topics, payloads = self._pub, block.topic, block.cdr
+                for i in range(start, end):
+                    publishers[topics[i]].publish(payloads[i])
+                self.published_per_topic.update(topics[start:end])
+                self.published += end - start
+                self._next = end
+            if end < len(block):
+                return self._times[end]
+
+    FIRST_CHUNK_NS = 1_000_000_000
     """Wall-clock epochs start this far after the subscribers are there: time to simulate the
-    first chunk (if it takes longer, the first messages go out that much late)."""
+    first block (if it takes longer, the first messages go out that much late)."""
 
     def _wait_for_subscribers(self) -> None:
         want, limit = self.settings["wait_for_subscribers"], self.settings["wait_timeout"]
@@ -295,8 +317,8 @@ class SimRigNode(Node):
 
     def stop(self) -> None:
         self._stop.set()
-        with self._heap_lock:
-            self._heap_lock.notify_all()
+        with self._blocks_lock:
+            self._blocks_lock.notify_all()
         if self._generator.is_alive():
             self._generator.join(timeout=5.0)
 

@@ -61,10 +61,11 @@ class LoadCellConfig:
     offset: float = 0.0
 
 
-def component_wrench(component: str, axis, value: float) -> tuple[np.ndarray, np.ndarray]:
-    """(force, torque) of a reading of ``component`` along ``axis``: the reading times the axis."""
-    vec = float(value) * np.asarray(axis, float)
-    zero = np.zeros(3)
+def component_wrench(component: str, axis, value) -> tuple[np.ndarray, np.ndarray]:
+    """(force, torque) of a reading of ``component`` along ``axis``: the reading times the axis;
+    (3,) each for one reading, (N, 3) for N readings (the same products bit for bit)."""
+    vec = np.asarray(value, float)[..., None] * np.asarray(axis, float)
+    zero = np.zeros_like(vec)
     return (vec, zero) if component == "force" else (zero, vec)
 
 

@@ -62,6 +62,7 @@ from pathlib import Path
 import numpy as np
 
 from mbfg_ros.errors import CliError
+from mbfg_ros.ros.processes import CpuSamples
 
 CASES = ("four_bar", "panda", "fast_crank")
 CASE_TEXT = {
@@ -140,40 +141,6 @@ def record_bag(case: NodeCase, duration: float, path: Path) -> dict:
 
 # ------------------------------------------------------------------------------------------
 # measuring
-def process_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of process ``pid`` so far (None once it is gone)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2:].split()      # after "pid (comm) ": state is fields[0]
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-class CpuSamples:
-    """(wall time ns, CPU s) samples of one process, read off /proc."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.t: list[int] = []
-        self.cpu: list[float] = []
-
-    def sample(self) -> None:
-        c = process_cpu_s(self.pid)
-        if c is not None:
-            self.t.append(time.time_ns())
-            self.cpu.append(c)
-
-    def between(self, t0_ns: int, t1_ns: int) -> float:
-        """CPU seconds spent from ``t0_ns`` to ``t1_ns`` (linear between samples; the /proc
-        counters tick every 10 ms)."""
-        if len(self.t) < 2:
-            return float("nan")
-        t = np.asarray(self.t, dtype=np.float64)
-        c = np.asarray(self.cpu)
-        return float(np.interp(float(t1_ns), t, c) - np.interp(float(t0_ns), t, c))
-
-
 def bag_log_times(bag: Path) -> np.ndarray:
     """Log times (ns) of every message of ``bag`` in the order the bag player publishes them."""
     from rosbags.rosbag2 import Reader

@@ -89,3 +89,41 @@ def test_the_rig_keeps_only_the_current_chunks_dense_output(four_bar):
         kept.append(len(rig.sim._eval.segments))
     assert max(kept) <= 2, kept
     assert rig.sim.stats(0.0).segments >= 40
+
+
+def _by_topic(rig: LiveRig) -> dict[str, list[tuple]]:
+    out: dict[str, list[tuple]] = {}
+    for m in _run(rig):
+        out.setdefault(m.topic, []).append((m.time, m.msgtype, m.stamp_ns, m.cdr))
+    return out
+
+
+@pytest.mark.parametrize("name, options, by_message", [
+    # jitter clipped at a chunk's start puts two encoder samples on one stamp in chunk 3: the
+    # per-message path makes one message of them, so that chunk goes message by message
+    ("four_bar", SensorOptions(jitter=0.0005, delay=0.003, dropout=0.1, outlier_rate=0.05, seed=4), 1),
+    ("four_bar_imu", SensorOptions(seed=2), 0),        # an Imu of a gyro and an accelerometer
+    ("slider_crank", SensorOptions(seed=3), 0),        # known inputs (JointState effort)
+    ("fast_crank", SensorOptions(seed=5), 0),          # encoder, gyro, load cell
+])
+def test_the_templates_send_the_per_message_bytes(name, options, by_message):
+    """Every message from the byte templates is the one the per-message path builds and
+    serializes, bit for bit (times, stamps, bytes, per topic), chunk after chunk."""
+    mech = mechanism(name)
+    scenario = Scenario(duration=0.5, initial_dof_offset=0.1)
+    fast = LiveRig(mech, scenario, options, chunk=0.1)
+    slow = LiveRig(mech, scenario, options, chunk=0.1, templates=False)
+    got, want = _by_topic(fast), _by_topic(slow)
+    assert fast.chunks_by_message == by_message and slow.chunks_by_message == 5
+    assert set(got) == set(want) == set(fast.topics)
+    for topic in want:
+        assert got[topic] == want[topic], topic
+
+
+def test_what_the_templates_do_not_cover_goes_message_by_message(four_bar):
+    rig = LiveRig(four_bar, Scenario(duration=0.2), SensorOptions(), mute={"rocker_pin_load": 0.1})
+    _run(rig)
+    assert rig.templates is None and rig.chunks_by_message == 2
+    shared = mechanism("arm6_ros2_control")        # a WrenchStamped of several load cells
+    rig = LiveRig(shared, Scenario(duration=0.1), SensorOptions())
+    assert rig.templates is not None and _run(rig) and rig.chunks_by_message == 1

@@ -30,7 +30,7 @@ ESTIMATOR_CASES = {
 
 RIG_CASES = {
     "rig_rate": ({"config": FOUR_BAR, "rates": ["encoder=333"]},
-                 "holds 33.3 samples of crank_encoder at 333 Hz"),
+                 "holds 166.5 samples of crank_encoder at 333 Hz"),
     "rig_mute": ({"config": FOUR_BAR, "mute_sensors": ["nope"]},
                  "parameter 'mute_sensors': unknown sensor 'nope'"),
 }

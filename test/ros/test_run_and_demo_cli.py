@@ -55,6 +55,11 @@ def test_demo_prints_live_figures_and_writes_plots(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["rmse"]["crank_joint"]["position"] < 0.05
     assert summary["end_to_end_latency_ms"]["samples"] > 0
+    assert summary["rig_lateness_ms"]["samples"] > 0
+    assert "CPU while the rig ran" in text and "warnings in the logs while the rig ran" in text
+    cpu = summary["cpu"]
+    assert set(cpu["cores"]) == set(cpu["cpu_s"]) == {"sim_rig", "mbfg_estimator", "mbfg demo"}
+    assert all(c > 0 for c in cpu["cpu_s"].values()) and cpu["total_cores"] > 0
     assert f"Results in {out}/" in text
 
 

@@ -2,10 +2,8 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -70,24 +68,6 @@ def test_reading_counts_from_the_final_diagnostics():
     assert c["dropped"] == 13 and c["late_used"] == 8
     assert c["node_keyframes"] == 200 and c["node_update_p99_ms"] == 1.5
     assert node_bench.reading_counts({}, 5)["lost"] == 5       # no diagnostics: nothing was taken
-
-
-def test_process_cpu_is_read_off_proc():
-    before = node_bench.process_cpu_s(os.getpid())
-    end = time.process_time() + 0.05
-    while time.process_time() < end:
-        pass
-    assert node_bench.process_cpu_s(os.getpid()) >= before + 0.03
-    gone = subprocess.Popen([sys.executable, "-c", "pass"])
-    gone.wait()
-    assert node_bench.process_cpu_s(gone.pid) is None
-
-
-def test_cpu_between_samples_is_interpolated():
-    s = node_bench.CpuSamples(os.getpid())
-    s.t, s.cpu = [0, 1_000_000_000, 2_000_000_000], [1.0, 1.5, 2.5]
-    assert s.between(500_000_000, 1_500_000_000) == pytest.approx(0.75)
-    assert s.between(0, 3_000_000_000) == pytest.approx(1.5)        # held beyond the samples
 
 
 def _run(case="x", **figures) -> dict:
