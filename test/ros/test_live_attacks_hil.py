@@ -79,7 +79,9 @@ def attacked(four_bar, tmp_path_factory):
             q = mon.node_status("input queue")
             return (q is not None and int(q.values["messages"]) >= messages and q.values["waiting"] == "0"
                     and mon.estimates and mon.estimates[-1][0] >= EPOCH_NS + int((DURATION - 0.1) * 1e9))
-        assert m.wait_for(settled, 120), procs.log_text("mbfg_estimator")
+        assert m.wait_for(settled, 120), (m.node_status("input queue"), messages,
+                                          (m.estimates[-1][0] - EPOCH_NS) * 1e-9 if m.estimates else None,
+                                          procs.log_text("mbfg_estimator"))
         m.wait_for(lambda mon: False, 2.0)                 # the last diagnostics
         yield m, rig, procs.log_text("mbfg_estimator"), played
 
