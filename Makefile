@@ -26,7 +26,10 @@ endif
 PY     := $(VENV)/bin/python
 MBFG   := $(VENV)/bin/mbfg
 export ROS_LOG_DIR ?= $(CURDIR)/build/ros_log
-export PYTHONDONTWRITEBYTECODE := 1
+# bytecode under build/pycache, not in the source tree: the node, rig and CLI processes the tests
+# start (and pytest's collection) then load mbfg_ros compiled instead of compiling it each time
+export PYTHONPYCACHEPREFIX ?= $(CURDIR)/build/pycache
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup test test-fast demo check-examples bench-quick bench-perf bench-node bench-full soak clean
 

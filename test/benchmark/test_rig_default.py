@@ -55,9 +55,10 @@ def test_gyro_rig_choices_reach_the_config():
 
 @pytest.mark.slow
 def test_four_bar_coupler_gyro_tracks_with_its_threshold():
-    """Four-bar, one coupler gyro at 20 Hz, +4 m/s^2 gravity error, exploration seed 0: the rig's
-    default (gravity estimated, relinearised at its config's 1e-4 rad) tracks; the default 3e-3
-    leaves the estimate on another motion (measured: last-half position RMSE 0.07 vs 1.9 rad)."""
+    """Four-bar, one coupler gyro at 20 Hz, +4 m/s^2 gravity error, exploration seed 0, 6 s runs
+    (the benchmark's are 10 s): the rig's default (gravity estimated, relinearised at its
+    config's 1e-4 rad) tracks; the default 3e-3 leaves the estimate on another motion (measured:
+    last-half position RMSE 0.027 vs 2.0 rad; 0.016 vs 1.3 over 10 s)."""
     from dataclasses import replace
 
     from mbfg_ros.benchmark.methods import _run_mbfg
@@ -65,7 +66,7 @@ def test_four_bar_coupler_gyro_tracks_with_its_threshold():
     from mbfg_ros.benchmark.runner import run_data
 
     cell = Cell("four_bar", "gyro", 4.0, 10)
-    data, truth = run_data(GridOptions(seeds=(0,)), cell, 0)
+    data, truth = run_data(GridOptions(seeds=(0,), duration=6.0), cell, 0)
     cfg = rig_estimator_config(data.model, "four_bar", data.dt)
     loose = replace(cfg, relinearize_threshold=EstimatorConfig().relinearize_threshold)
     assert loose.relinearize_threshold == pytest.approx(3e-3)

@@ -53,9 +53,11 @@ def position_rmse(bag, config) -> float:
 
 @pytest.fixture(scope="module")
 def gravity_error_bag(tmp_path_factory):
+    """3 s (2 s of statistics after the tuner's 1 s skip): measured 16 replays per tuning, the
+    position RMSE cut 17x (too large) and 2.7x (too small), every whitened RMS within 2 % of 1."""
     bag = tmp_path_factory.mktemp("tune") / "fb"
     with redirect_stdout(io.StringIO()):
-        assert main(["simulate", str(FOUR_BAR), "--duration", "6", "--gravity-error", "2", "--out", str(bag),
+        assert main(["simulate", str(FOUR_BAR), "--duration", "3", "--gravity-error", "2", "--out", str(bag),
                      "--no-progress"]) == 0
     return bag
 

@@ -62,7 +62,10 @@ def test_joint_state_extras_float64_load_cell_and_unusable_messages(four_bar, tm
         assert "/rocker_pin/wrench is published as std_msgs/msg/Float64" in log
         queue = m.node_status("input queue")
         assert queue.values.get("unusable /encoders") == "5 x joint crank_joint has no position", queue
-        assert queue.level == 1 and "unusable" in queue.message
+        # WARN while the unusable messages are in the node's 5 s health window (on a loaded
+        # machine the wait above can outlast it, and the WARN rightly clears)
+        history = m.status_history[f"{m.names.namespace}: input queue"]
+        assert any(lvl == 1 and "unusable" in msg for _, lvl, msg in history), history
         assert len(m.estimates) > 50
         assert m.topics["/mbfg_estimator/joint_states"].names == {tuple(four_bar.joint_names)}
         assert log.count("unusable message on /encoders") == 1

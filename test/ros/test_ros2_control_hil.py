@@ -64,7 +64,7 @@ def live(tmp_path_factory):
         def settled(mon):
             q = mon.node_status("input queue")
             return (q is not None and q.values["waiting"] == "0" and q.values["reordering"] == "0"
-                    and all(int(q.values[f"messages {t}"]) + int(q.values.get(f"lost {t}", 0))
+                    and all(int(q.values.get(f"messages {t}", 0)) + int(q.values.get(f"lost {t}", 0))
                             >= rig["published"][t] for t in TOPICS)
                     and mon.estimates and mon.estimates[-1][0] >= rig["last_stamp_ns"] - 100_000_000)
         # (on a loaded machine the first start's native compile of this rig's function takes minutes)
