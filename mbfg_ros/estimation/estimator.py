@@ -163,6 +163,8 @@ class Estimator:
         self.health.divergence.restart()
         self.efforts.clear()
         self.restarts.forget_recent()
+        if self.uncertainty is not None:
+            self.uncertainty.restart()
         self.start_fresh(None)
 
     def time(self, k: int) -> float:

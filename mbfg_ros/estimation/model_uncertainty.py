@@ -131,6 +131,16 @@ class ModelUncertainty:
         if self.searched:
             est.health.divergence.calibrate([s.name for s in est.measuring], FLOOR_MOST)
 
+    def restart(self) -> None:
+        """The estimator restarted (a reset, a time jump): a search not over yet starts over on
+        the new run's readings (its candidates would otherwise bridge the gap); a held scale stays."""
+        if self.state == "held":
+            return
+        self.state = "watching"
+        self.buffer, self.candidates, self.taken = [], [], []
+        self.t_first = None
+        self._horizon = False
+
     @property
     def active(self) -> bool:
         """Whether it still takes readings."""

@@ -112,3 +112,19 @@ def test_in_the_background_the_search_works_only_in_spare_time_and_holds_the_sam
     assert CountingEstimator.taken == 0 and mu.state == "searching"
     est.spare_time(math.inf)
     assert mu.state == "held" and est.model_scale == sync.model_scale
+
+
+def test_a_reset_starts_a_search_not_over_yet_again_instead_of_bridging_the_gap():
+    """A reset (a time jump 20 s on) while the candidates search: they are dropped and the new run
+    is watched again, so no candidate integrates across the gap."""
+    mech = load_mechanism(CONFIG / "double_pendulum.yaml")
+    est = CountingEstimator(mech, mech.config.estimator, freeze_gc=False)
+    readings = _sys_id_readings(1.3)
+    for sensor, t, q in readings:
+        est.add_sample(sensor, t, [q])
+    assert est.uncertainty.state == "searching"
+    est.reset("time jump")
+    CountingEstimator.taken = 0
+    for sensor, t, q in readings[:50]:
+        est.add_sample(sensor, t + 20.0, [q])
+    assert est.uncertainty.state == "watching" and CountingEstimator.taken == 0
