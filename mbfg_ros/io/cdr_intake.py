@@ -14,7 +14,7 @@ No ROS imports.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -69,40 +69,17 @@ class CdrIntake:
     def _fixed(self, topic: str, msgtype: str, raws: Sequence[bytes], receive_ns: Sequence[int],
                per_message: list) -> list[int]:
         """Decode the messages that match a layout into ``per_message``; returns the others' indexes."""
-        by_size: dict[int, list[int]] = {}
-        for i, raw in enumerate(raws):
-            by_size.setdefault(len(raw), []).append(i)
-        rest: list[int] = []
-        for size, idx in by_size.items():
-            data = np.frombuffer(b"".join(raws[i] for i in idx), np.uint8).reshape(len(idx), size)
-            todo = np.arange(len(idx))
-            layouts = self._layouts.setdefault((topic, msgtype, size), [])
-            for layout in layouts:
-                if layout is None or not todo.size:
-                    continue
-                ok = layout.matches(data[todo])
-                if ok.any():
-                    self._decode_rows(topic, msgtype, layout, data, todo[ok], idx, receive_ns, per_message)
-                    todo = todo[~ok]
-            while todo.size and len(layouts) < MAX_LAYOUTS:
-                layout = CdrLayout.learn(raws[idx[int(todo[0])]], msgtype, self._deserialize, self._serialize)
-                layouts.append(layout)
-                if layout is None:
-                    break
-                ok = layout.matches(data[todo])
-                self._decode_rows(topic, msgtype, layout, data, todo[ok], idx, receive_ns, per_message)
-                todo = todo[~ok]
-            rest.extend(idx[int(j)] for j in todo)
-        rest.sort()
+        groups, rest = split_by_layout(
+            raws, lambda size: self._layouts.setdefault((topic, msgtype, size), []), msgtype,
+            self._deserialize, self._serialize)
+        for layout, data, where in groups:
+            self._decode_rows(topic, msgtype, layout, data, where, receive_ns, per_message)
         return rest
 
-    def _decode_rows(self, topic: str, msgtype: str, layout: CdrLayout, data: np.ndarray, rows: np.ndarray,
-                     idx: list[int], receive_ns: Sequence[int], per_message: list) -> None:
-        if not rows.size:
-            return
-        where = [idx[int(j)] for j in rows]
+    def _decode_rows(self, topic: str, msgtype: str, layout: CdrLayout, data: np.ndarray, where: list[int],
+                     receive_ns: Sequence[int], per_message: list) -> None:
         recv = np.array([receive_ns[i] for i in where], np.int64)
-        decoded = self.router.decode_rows(topic, msgtype, layout.decode(data[rows]), recv)
+        decoded = self.router.decode_rows(topic, msgtype, layout.decode(data), recv)
         decoded.sort(key=lambda rr: rr.rank)
         columns = [(rr.sensor, rr.stamp_ns.tolist(), rr.value) for rr in decoded]
         for k, i in enumerate(where):
@@ -122,3 +99,45 @@ class CdrIntake:
             out.extend((r.sensor, r.stamp_ns, r.value) for r in router.decode(topic, msgtype, msg, receive_ns[i]))
             self.single_messages += 1
         return out
+
+
+LayoutGroup = tuple[CdrLayout, np.ndarray, list[int]]
+"""(a layout, the rows (N, size) of the messages matching it, their indexes in the batch)."""
+
+
+def split_by_layout(raws: Sequence[bytes], layouts_of: Callable[[int], list], msgtype: str,
+                    deserialize, serialize, most: int = MAX_LAYOUTS) -> tuple[list[LayoutGroup], list[int]]:
+    """Group a batch of serialized messages ``raws`` by the fixed layout each matches: per
+    message size, the layouts learned so far (``layouts_of(size)``: a list kept by the caller;
+    a layout is learned here from the first message matching none, at most ``most`` per size,
+    None where a message has none). Returns the groups and the sorted indexes of the messages
+    matching no layout (to be decoded one by one)."""
+    by_size: dict[int, list[int]] = {}
+    for i, raw in enumerate(raws):
+        by_size.setdefault(len(raw), []).append(i)
+    groups: list[LayoutGroup] = []
+    rest: list[int] = []
+    for size, idx in by_size.items():
+        data = np.frombuffer(b"".join(raws[i] for i in idx), np.uint8).reshape(len(idx), size)
+        todo = np.arange(len(idx))
+        layouts = layouts_of(size)
+
+        def take(layout: CdrLayout) -> None:
+            nonlocal todo
+            ok = layout.matches(data[todo])
+            if ok.any():
+                groups.append((layout, data[todo[ok]], [idx[int(j)] for j in todo[ok]]))
+            todo = todo[~ok]
+
+        for layout in layouts:
+            if layout is not None and todo.size:
+                take(layout)
+        while todo.size and len(layouts) < most:
+            layout = CdrLayout.learn(raws[idx[int(todo[0])]], msgtype, deserialize, serialize)
+            layouts.append(layout)
+            if layout is None:
+                break
+            take(layout)
+        rest.extend(idx[int(j)] for j in todo)
+    rest.sort()
+    return groups, rest

@@ -38,6 +38,7 @@ from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 
 from mbfg_ros.io import messages as msgs
+from mbfg_ros.io.cdr_intake import split_by_layout
 from mbfg_ros.io.cdr_layout import CdrLayout
 from mbfg_ros.io.estimate_messages import OutputNames, output_topics
 from mbfg_ros.io.simulation_messages import truth_topics
@@ -101,9 +102,6 @@ def _vec(v) -> np.ndarray:
 
 BULK_TYPES = (msgs.JOINT_STATE, msgs.WRENCH_STAMPED)
 """Message types taken as bytes and decoded in bulk."""
-
-MAX_LAYOUTS = 4
-"""Layouts learned per (topic, message size); messages matching none are decoded one by one."""
 
 DRAIN_PERIOD = 0.05
 """s between two takes of the bulk topics' waiting messages (10 of a 200 Hz topic; its DDS
@@ -216,26 +214,10 @@ class OutputMonitor(Node):
         rec.received.extend(r * 1e-9 + to_monotonic for r in received_ns)
         # per message: (stamp, values...) from a layout's arrays, or None (decoded on its own)
         rows: list[tuple | None] = [None] * len(raws)
-        by_size: dict[int, list[int]] = {}
-        for i, raw in enumerate(raws):
-            by_size.setdefault(len(raw), []).append(i)
-        for size, idx in by_size.items():
-            data = np.frombuffer(b"".join(raws[i] for i in idx), np.uint8).reshape(len(idx), size)
-            todo = np.arange(len(idx))
-            layouts = self._layouts.setdefault((topic, size), [])
-            for layout in layouts:
-                if layout is not None and todo.size:
-                    ok = layout.matches(data[todo])
-                    self._rows(layout, data, todo[ok], idx, rows, rec)
-                    todo = todo[~ok]
-            while todo.size and len(layouts) < MAX_LAYOUTS:
-                layout = CdrLayout.learn(raws[idx[int(todo[0])]], msgtype, self._deserialize, self._serialize)
-                layouts.append(layout)
-                if layout is None:
-                    break
-                ok = layout.matches(data[todo])
-                self._rows(layout, data, todo[ok], idx, rows, rec)
-                todo = todo[~ok]
+        groups, _ = split_by_layout(raws, lambda size: self._layouts.setdefault((topic, size), []), msgtype,
+                                    self._deserialize, self._serialize)
+        for layout, data, where in groups:
+            self._rows(layout, data, where, rows, rec)
         for i, raw in enumerate(raws):
             if rows[i] is None:
                 rows[i] = self._one(raw, msgtype, rec)
@@ -253,12 +235,9 @@ class OutputMonitor(Node):
                 source = "truth" if topic.startswith(self.truth_ns + "/") else "estimate"
                 self.forces[(source, topic.rsplit("/forces/", 1)[1])].append((stamp, row[1], row[2]))
 
-    def _rows(self, layout: CdrLayout, data: np.ndarray, which: np.ndarray, idx: list[int],
-              rows: list, rec: TopicRecord) -> None:
-        """Fill ``rows`` for the messages ``which`` (rows of ``data``) of ``layout``."""
-        if not which.size:
-            return
-        fixed = layout.decode(data[which])
+    def _rows(self, layout: CdrLayout, data: np.ndarray, where: list[int], rows: list, rec: TopicRecord) -> None:
+        """Fill ``rows`` at ``where`` with the messages ``data`` (rows) of ``layout``."""
+        fixed = layout.decode(data)
         stamps = fixed.stamps_ns().tolist()
         msg = fixed.template
         rec.frame_ids.add(msg.header.frame_id)
@@ -268,8 +247,8 @@ class OutputMonitor(Node):
                        for f in ("position", "velocity", "effort")]
         else:                                                      # WrenchStamped
             columns = [fixed.values("wrench.force"), fixed.values("wrench.torque")]
-        for k, j in enumerate(which.tolist()):
-            rows[idx[j]] = (stamps[k], *(c[k] for c in columns))
+        for k, i in enumerate(where):
+            rows[i] = (stamps[k], *(c[k] for c in columns))
 
     def _one(self, raw: bytes, msgtype: str, rec: TopicRecord) -> tuple | None:
         """(stamp, values...) of one message decoded on its own, or None if it does not deserialize."""
