@@ -11,8 +11,8 @@ import rclpy
 
 from mbfg_ros.io.sensor_inputs import FLOAT64
 from mbfg_ros.ros.message_classes import message_class
-from mbfg_ros.ros.paced_intake import IDLE_AFTER, receive_times, take_all
-from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError
+from mbfg_ros.ros.paced_intake import IDLE_AFTER, receive_times
+from mbfg_ros.ros.rclpy_compat import SubscriptionEventCallbacks, UnsupportedEventTypeError, take_all
 from mbfg_ros.ros.sample_queue import QueuedReading
 
 

@@ -45,7 +45,7 @@ from mbfg_ros.io.simulation_messages import truth_topics
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.ros.background_node import BackgroundNode
 from mbfg_ros.ros.message_classes import message_class
-from mbfg_ros.ros.rclpy_compat import take_waiting_with_info
+from mbfg_ros.ros.rclpy_compat import take_all
 
 RELIABLE = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE,
                       durability=DurabilityPolicy.VOLATILE, history=HistoryPolicy.KEEP_LAST)
@@ -186,18 +186,12 @@ class OutputMonitor(Node):
         each) and record them."""
         for topic in list(self._bulk):
             sub = self._subscription_of[topic]
-            taken = []
-            while True:
-                more = take_waiting_with_info(sub)
-                if more is None:
-                    break
-                taken.append(more)
-            if not taken:
+            raws, received = take_all(sub)
+            if not raws:
                 continue
             wall_ns = time.time_ns()
-            received = [int(info.get("received_timestamp", 0)) or wall_ns for _, info in taken]
             with self.lock:
-                self._decode(topic, [cdr for cdr, _ in taken], received)
+                self._decode(topic, raws, [r or wall_ns for r in received])
 
     def destroy_node(self) -> None:
         self._bulk_node.destroy_node()

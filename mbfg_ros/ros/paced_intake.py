@@ -8,13 +8,13 @@ estimator. So the node takes its sensor messages itself: :class:`PacedGroup`, th
 of the sensor subscriptions (rclpy's extension point for which entity the executor may wait on),
 keeps them out of the executor's wait set while data flows; the node's intake timer then runs a
 burst (:class:`IntakeSchedule`): every intake period it takes every message waiting on each
-topic (:func:`take_all`) and runs the estimation step, sleeping in between (the GIL released),
+topic (:func:`~mbfg_ros.ros.rclpy_compat.take_all`) and runs the estimation step, sleeping in between (the GIL released),
 for :data:`BURST` s; then it hands the thread back to the executor, which answers services,
 timers and events (a message lost, an incompatible QoS), and calls it again at once. After
 :data:`IDLE_AFTER` s without a message the group goes idle: the executor waits on the
 subscriptions again and the first message wakes the node, which paces again.
 
-No message is taken or dropped here: :func:`take_all` hands the CDR bytes to the node.
+No message is taken or dropped here.
 """
 from __future__ import annotations
 
@@ -74,27 +74,6 @@ class IntakeSchedule:
             yield now
             if time.monotonic() >= end:
                 return
-
-
-def take_all(sub, most: int) -> tuple[list[bytes], list[int]]:
-    """Up to ``most`` messages waiting on the raw subscription ``sub``: (CDR bytes, the time each
-    was received, ns on the system clock, 0 where the middleware does not say). Nothing once
-    ``sub`` is destroyed (a load-cell topic changing its type)."""
-    raws: list[bytes] = []
-    received: list[int] = []
-    try:
-        with sub.handle:
-            take = sub.handle.take_message
-            msg_type, raw = sub.msg_type, sub.raw
-            for _ in range(most):
-                taken = take(msg_type, raw)
-                if taken is None:
-                    break
-                raws.append(taken[0])
-                received.append(int(taken[1].get("received_timestamp", 0) or 0))
-    except Exception:                                    # noqa: BLE001 (destroyed)
-        pass
-    return raws, received
 
 
 def receive_times(received: list[int], now_ns: int) -> list[int]:

@@ -21,6 +21,8 @@ executor's ``sub.handle.take_message``.
 """
 from __future__ import annotations
 
+import math
+
 try:
     from rclpy.event_handler import SubscriptionEventCallbacks, UnsupportedEventTypeError
 except ImportError:           # Humble: the same classes in rclpy.qos_event (renamed in Iron)
@@ -46,23 +48,33 @@ SPIN_TIMEOUT = 0.1
 
 
 __all__ = ["SubscriptionEventCallbacks", "UnsupportedEventTypeError", "node_executor", "spin",
-           "take_waiting", "take_waiting_with_info"]
+           "take_waiting", "take_all"]
 
 
 def take_waiting(sub):
     """The next message waiting on subscription ``sub`` (CDR bytes on a raw one), or None when
-    none waits or ``sub`` was destroyed (a type switch). Same call as the executor's
-    (``sub.handle.take_message``)."""
-    taken = take_waiting_with_info(sub)
-    return None if taken is None else taken[0]
+    none waits or ``sub`` was destroyed (a type switch)."""
+    raws, _ = take_all(sub, 1)
+    return raws[0] if raws else None
 
 
-def take_waiting_with_info(sub):
-    """(message, message info) of the next message waiting on ``sub``, or None (as
-    :func:`take_waiting`); the info is rclpy's dict with ``source_timestamp`` and
-    ``received_timestamp`` (ns, set by the middleware)."""
+def take_all(sub, most: float = math.inf) -> tuple[list, list[int]]:
+    """Up to ``most`` messages waiting on subscription ``sub`` (CDR bytes on a raw one), with the
+    time each was received (ns, system clock, set by the middleware; 0 where it does not say).
+    Nothing once ``sub`` is destroyed (a type switch). Same call as the executor's
+    (``sub.handle.take_message``), under one hold of the handle."""
+    raws: list = []
+    received: list[int] = []
     try:
         with sub.handle:
-            return sub.handle.take_message(sub.msg_type, sub.raw)
+            take = sub.handle.take_message
+            msg_type, raw = sub.msg_type, sub.raw
+            while len(raws) < most:
+                taken = take(msg_type, raw)
+                if taken is None:
+                    break
+                raws.append(taken[0])
+                received.append(int(taken[1].get("received_timestamp", 0) or 0))
     except Exception:                                    # noqa: BLE001 (destroyed)
-        return None
+        pass
+    return raws, received

@@ -17,7 +17,8 @@ PROBE = textwrap.dedent("""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from std_msgs.msg import Float64
-    from mbfg_ros.ros.paced_intake import PacedGroup, take_all
+    from mbfg_ros.ros.paced_intake import PacedGroup
+    from mbfg_ros.ros.rclpy_compat import take_all
     rclpy.init()
     node = rclpy.create_node("paced_probe")
     group = PacedGroup()
