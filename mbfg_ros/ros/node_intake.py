@@ -22,10 +22,9 @@ class NodeIntake:
     def _subscribe(self, topic: str, msgtype: str) -> None:
         events = SubscriptionEventCallbacks(
             message_lost=lambda info, topic=topic: self._on_lost(topic, info))
-        holder: list = []
 
         def callback(raw: bytes, topic=topic, msgtype=msgtype) -> None:
-            self._woken(holder[0], topic, msgtype, raw)
+            self._woken(topic, msgtype, raw)
 
         kwargs = dict(raw=True, callback_group=self._paced)
         try:
@@ -33,7 +32,6 @@ class NodeIntake:
                                            self._sensor_qos, event_callbacks=events, **kwargs)
         except UnsupportedEventTypeError:           # an rmw without the message-lost event
             sub = self.create_subscription(message_class(msgtype), topic, callback, self._sensor_qos, **kwargs)
-        holder.append(sub)
         self._subs[topic] = (msgtype, sub)
 
     SPARE_MARGIN = 0.0005
@@ -42,7 +40,7 @@ class NodeIntake:
     DRAIN = 5000
     """Most messages taken from one subscription per wake-up."""
 
-    def _woken(self, sub, topic: str, msgtype: str, raw: bytes) -> None:
+    def _woken(self, topic: str, msgtype: str, raw: bytes) -> None:
         """The first message after a silence (the executor took it: the node was idle, waiting
         on its subscriptions): pace again (:mod:`~mbfg_ros.ros.paced_intake`) and take it with
         everything waiting."""
