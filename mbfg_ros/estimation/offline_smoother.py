@@ -58,8 +58,9 @@ class OfflineSmoother:
     ``step_function``: the step function to use (built for ``config``; default the estimator's,
     :func:`~.step_function.compiled_step_function`), e.g. one whose model has constant
     parameters; their values (``parameter_values``, (p,)) go into every step's parameters
-    (None: zeros, the config's model). ``window_solved``, if set, is called with a
-    :class:`SolvedWindow` after each window's solve."""
+    (None: zeros, the config's model). ``model_scale``: the factor on the dynamics and random-walk
+    noises (1: as configured; :func:`.smoothing_scale.online_scale` gives the online estimator's).
+    ``window_solved``, if set, is called with a :class:`SolvedWindow` after each window's solve."""
 
     def __init__(self, mech: Mechanism, config: EstimatorConfig | None = None,
                  options: SmoothingOptions | None = None, step_function: StepFunction | None = None) -> None:
@@ -72,6 +73,7 @@ class OfflineSmoother:
         self.data = mech.create_data()
         self.fn = step_function or compiled_step_function(mech, self.cfg, self.lay, self.h)
         self.parameter_values: np.ndarray | None = None
+        self.model_scale = 1.0
         self.window_solved: Callable[[SolvedWindow], None] | None = None
         self.names = [res.name for res in self.fn.residuals]
         self._transition = transition_matrix(self.lay, self.h)
@@ -150,6 +152,8 @@ class OfflineSmoother:
             P[:, L.tau] = efforts(t0 + h * np.arange(k_first, k_end))
         if L.theta is not None and self.parameter_values is not None:
             P[:, L.theta] = self.parameter_values
+        if L.model_scale is not None:
+            P[:, L.model_scale] = self.model_scale
         for b, name in zip(L.blocks, self.names):
             t, y = data.get(name, (None, None))
             if t is None or not t.size:

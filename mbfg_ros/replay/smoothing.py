@@ -23,6 +23,7 @@ import numpy as np
 from mbfg_ros.errors import MbfgError
 from mbfg_ros.estimation.offline_smoother import NoFiniteReadings, OfflineSmoother, Readings, SmoothingOptions
 from mbfg_ros.estimation.outputs import Health, SensorCounts
+from mbfg_ros.estimation.smoothing_scale import online_scale
 from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.intake.time_jumps import TimeJumps, lagging_limit
 from mbfg_ros.model.channels import command_joint
@@ -112,6 +113,14 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     if not stamps:
         raise MbfgError(f"nothing could be estimated from {str(bag)!r}: no usable sensor reading")
     epoch = (min(stamps) // 1_000_000_000) * 1_000_000_000
+    # the model uncertainty's scale: the online estimator's, from the first era's readings (a
+    # held scale stays over the online estimator's resets too)
+    t0, c0 = perf(), cpu()
+    first = next(era for era in eras_raw if any(len(v[0]) for v in era.values()))
+    smoother.model_scale, health.model_scale_searched = online_scale(
+        mech, cfg, {name: ((ts - epoch) * 1e-9, ys) for name, (ts, ys) in first.items()})
+    health.model_scale = smoother.model_scale
+    clock_scale = (perf() - t0, cpu() - c0)
 
     samples = SampleLog()
     # a writer process only with --parallel on: the smoothed keyframes come after the solve, so
@@ -120,7 +129,7 @@ def smooth_bag(bag: str | Path, mech: Mechanism, options: ReplayOptions | None =
     parallel = opt.processes is True and use_processes(opt, mech, inp)
     output = ReplayOutput(bag, mech, opt, inp, smoother.fn.sym, parallel=parallel, problems=inp.problems,
                           out_of_order=Counter(), jumps=jumps, mode="smooth")
-    clock = {"estimator": 0.0, "estimator_cpu": 0.0}
+    clock = {"estimator": clock_scale[0], "estimator_cpu": clock_scale[1]}
     eras: list[tuple[float, float]] = []
     key_offset = 0
     windows = []

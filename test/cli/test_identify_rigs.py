@@ -23,9 +23,11 @@ from mbfg_ros.sim.perturbed_truth import (IDENTIFICATION_RIGS, combination_truth
 
 RIG = "double_pendulum"
 DURATION = 6.0
-EFFORT_RATIO = 0.6
+EFFORT_RATIO = 0.4
 """The smoothed effort error with the identified config over the config's, at most (measured
-0.53 and 0.45 for the shoulder and the elbow on these 6 s; the 60 s table has the full figures)."""
+0.24 and 0.20 for the shoulder and the elbow on these 6 s, the smoother at the online estimator's
+model-uncertainty scale, 0.32 here; 0.53 and 0.45 at the configured noises before; the 60 s
+table has the full figures)."""
 
 pytestmark = pytest.mark.slow
 
