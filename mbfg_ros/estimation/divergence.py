@@ -4,14 +4,16 @@ After each solve the estimator evaluates, at the new estimate, the whitened resi
 reading of the newest step (|r| / sigma, the RMS over a reading's rows) and hands them here. Per
 sensor, the RMS of those residuals over the last ``window`` seconds (default 0.5 s) is the
 figure; above ``limit`` sigmas (default 5) with at least ``min_readings`` readings in the window,
-the sensor **fails** the test: the estimate does not explain its readings to their noise. A
-healthy estimate has an RMS near 1. A failing period has a verdict:
+the sensor **fails** the test: the estimate does not explain its readings to their noise. The
+failing period ends once the RMS of the sensor's recent residuals (the last ``recent`` s, default
+0.1 s) is back within the limit as well: it agrees with the estimate again. A healthy estimate
+has an RMS near 1. A failing period has a verdict:
 
 - ``strained`` (the default): the sensor is fitted worse than its noise while the estimate is
   consistent otherwise (model error, integration at speed, a noise set too low). The node's
   /diagnostics says WARN naming the likely ``cause``;
 - ``lost``: the estimate is lost (a whole-turn slip against an encoder, no sensor agreeing with
-  it, residuals far beyond the limit for a whole window, a restart): ERROR on /diagnostics and
+  it for a whole window, residuals far beyond the limit for a whole window, a restart): ERROR on /diagnostics and
   ``DIVERGED`` in the replay. The estimator judges this (:meth:`DivergenceMonitor.lose`), since it
   knows the sensors; a period never goes back from lost.
 
