@@ -13,9 +13,9 @@ has an RMS near 1. A failing period has a verdict:
   consistent otherwise (model error, integration at speed, a noise set too low). The node's
   /diagnostics says WARN naming the likely ``cause``;
 - ``lost``: the estimate is lost (a whole-turn slip against an encoder, no sensor agreeing with
-  it for a whole window, residuals far beyond the limit for a whole window, a restart): ERROR on /diagnostics and
-  ``DIVERGED`` in the replay. The estimator judges this (:meth:`DivergenceMonitor.lose`), since it
-  knows the sensors; a period never goes back from lost.
+  it for a whole window, residuals far beyond the limit for a whole window, a restart): ERROR on
+  /diagnostics and ``DIVERGED`` in the replay. The estimator judges this
+  (:meth:`DivergenceMonitor.lose`), since it knows the sensors; a period never goes back from lost.
 
 A period may carry a ``note``: what the motion asks of the keyframe rate, with the setting to
 change. Periods are kept for the replay's summary and JSON (``start``, ``end`` in the
@@ -117,7 +117,8 @@ class DivergenceMonitor:
         recent = self._roll(self._r, sensor, stamp, sq, n, self.recent, self.min_readings)
         self.rms[sensor] = rms
         p = self.open.get(sensor)
-        if self._w[sensor].count >= self.min_readings and rms > self.limit and (p is not None or recent > self.limit):
+        failing = self._w[sensor].count >= self.min_readings and rms > self.limit
+        if failing and (p is not None or recent > self.limit):
             if p is None:
                 p = self.open[sensor] = DivergencePeriod(sensor, stamp, None, rms)
                 self.periods.append(p)
