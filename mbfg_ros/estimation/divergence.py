@@ -4,16 +4,18 @@ After each solve the estimator evaluates, at the new estimate, the whitened resi
 reading of the newest step (|r| / sigma, the RMS over a reading's rows) and hands them here. Per
 sensor, the RMS of those residuals over the last ``window`` seconds (default 0.5 s) is the
 figure; above ``limit`` sigmas (default 5) with at least ``min_readings`` readings in the window,
-the sensor **fails** the test: the estimate does not explain its readings to their noise. A
-healthy estimate has an RMS near 1. A failing period has a verdict:
+the sensor **fails** the test: the estimate does not explain its readings to their noise. The
+failing period ends once the RMS of the sensor's recent residuals (the last ``recent`` s, default
+0.1 s) is back within the limit as well: it agrees with the estimate again. A healthy estimate
+has an RMS near 1. A failing period has a verdict:
 
 - ``strained`` (the default): the sensor is fitted worse than its noise while the estimate is
   consistent otherwise (model error, integration at speed, a noise set too low). The node's
   /diagnostics says WARN naming the likely ``cause``;
 - ``lost``: the estimate is lost (a whole-turn slip against an encoder, no sensor agreeing with
-  it, residuals far beyond the limit for a whole window, a restart): ERROR on /diagnostics and
-  ``DIVERGED`` in the replay. The estimator judges this (:meth:`DivergenceMonitor.lose`), since it
-  knows the sensors; a period never goes back from lost.
+  it for a whole window, residuals far beyond the limit for a whole window, a restart): ERROR on
+  /diagnostics and ``DIVERGED`` in the replay. The estimator judges this
+  (:meth:`DivergenceMonitor.lose`), since it knows the sensors; a period never goes back from lost.
 
 A period may carry a ``note``: what the motion asks of the keyframe rate, with the setting to
 change. Periods are kept for the replay's summary and JSON (``start``, ``end`` in the
@@ -35,6 +37,11 @@ STRAINED = "strained"
 LOST = "lost"
 SETTLE = 1.0
 """s after the first reading before the run's fit (:meth:`DivergenceMonitor.run_rms`) counts."""
+RECENT = 0.1
+"""s: a failing period ends once the RMS of the sensor's recent residuals (this span, at least
+``min_readings`` of them) is back within the limit: it agrees with the estimate again. The
+window's RMS would hold a burst for up to a window after it (a real rig's 0.2 s jerk at the start
+flagged for 0.7 s)."""
 KEPT_PERIODS = 10_000
 """The newest periods kept (a node that runs for months stays bounded; ``period_count`` counts all)."""
 
@@ -75,11 +82,12 @@ class DivergenceMonitor:
     """Rolling whitened-residual RMS per sensor and the diverged periods (module docstring)."""
 
     def __init__(self, window: float = WINDOW, limit: float = LIMIT, min_readings: int = MIN_READINGS,
-                 settle: float = SETTLE) -> None:
+                 settle: float = SETTLE, recent: float = RECENT) -> None:
         self.window, self.limit, self.min_readings = float(window), float(limit), int(min_readings)
-        self.settle = float(settle)
+        self.settle, self.recent = float(settle), min(float(recent), float(window))
         self._first: float | None = None
         self._w: dict[str, _Window] = {}
+        self._r: dict[str, _Window] = {}                # the recent residuals (RECENT)
         self.rms: dict[str, float] = {}                 # newest rolling RMS per sensor (sigmas)
         self.open: dict[str, DivergencePeriod] = {}     # sensors failing the test now
         self.periods: deque[DivergencePeriod] = deque(maxlen=KEPT_PERIODS)   # newest, open ones included
@@ -105,30 +113,38 @@ class DivergenceMonitor:
                 acc[0] += min(value, 1e300)
                 acc[1] += n
         sq /= f * f
-        w = self._w.get(sensor)
-        if w is None:
-            w = self._w[sensor] = _Window()
-        w.entries.append((stamp, sq, n))
-        w.sq += sq
-        w.count += n
-        while w.entries and w.entries[0][0] <= stamp - self.window:
-            _, s0, n0 = w.entries.popleft()
-            w.sq -= s0
-            w.count -= n0
-        if not w.entries:
-            w.sq, w.count = 0.0, 0
-        rms = math.sqrt(max(w.sq, 0.0) / w.count) if w.count else 0.0
+        rms = self._roll(self._w, sensor, stamp, sq, n, self.window, 0)
+        recent = self._roll(self._r, sensor, stamp, sq, n, self.recent, self.min_readings)
         self.rms[sensor] = rms
         p = self.open.get(sensor)
-        if w.count >= self.min_readings and rms > self.limit:
+        failing = self._w[sensor].count >= self.min_readings and rms > self.limit
+        if failing and (p is not None or recent > self.limit):
             if p is None:
                 p = self.open[sensor] = DivergencePeriod(sensor, stamp, None, rms)
                 self.periods.append(p)
                 self.period_count += 1
             p.peak = max(p.peak, rms)
-        elif p is not None and rms <= self.limit:
+        if p is not None and (rms <= self.limit or recent <= self.limit):
             p.end = stamp
             del self.open[sensor]
+
+    @staticmethod
+    def _roll(windows: dict, sensor: str, stamp: float, sq: float, n: int, span: float, keep: int) -> float:
+        """Add a reading's squares to ``sensor``'s rolling window over ``span`` s (the older
+        entries kept while fewer than ``keep`` readings would remain): its RMS."""
+        w = windows.get(sensor)
+        if w is None:
+            w = windows[sensor] = _Window()
+        w.entries.append((stamp, sq, n))
+        w.sq += sq
+        w.count += n
+        while w.entries and w.entries[0][0] <= stamp - span and w.count - w.entries[0][2] >= keep:
+            _, s0, n0 = w.entries.popleft()
+            w.sq -= s0
+            w.count -= n0
+        if not w.entries:
+            w.sq, w.count = 0.0, 0
+        return math.sqrt(max(w.sq, 0.0) / w.count) if w.count else 0.0
 
     def run_rms(self) -> dict[str, float]:
         """{sensor: whitened residual RMS of every reading tested from ``settle`` s after the
@@ -189,6 +205,7 @@ class DivergenceMonitor:
                 p.verdict, p.cause = LOST, lost
         self.open.clear()
         self._w.clear()
+        self._r.clear()
         self.rms.clear()
 
     def diverged_at(self, t, verdict: str = LOST) -> np.ndarray:
@@ -241,6 +258,8 @@ class LossJudge:
             return
         reading = set(mon.sensors_with_readings())
         none_agree = bool(reading) and reading <= set(mon.open)
+        # none has agreed for a whole window: every sensor with readings failing that long
+        none_for_window = none_agree and all(stamp - mon.open[s].start >= mon.window for s in reading)
         for name, p in list(mon.open.items()):
             last = self._noted.get(id(p))
             if last is None or stamp - last >= mon.window:     # a note per window while it lasts
@@ -257,7 +276,7 @@ class LossJudge:
             radians = None if sigma is None else rms * mon.floor.get(name, 1.0) * sigma
             if radians is not None and radians > SLIP_RADIANS:
                 mon.lose(name, f"{radians:.2f} rad from the estimate (a whole-turn slip, or lost)")
-            elif none_agree and whole and judged and len(reading) >= 2:
+            elif none_for_window and judged and len(reading) >= 2:
                 mon.lose(name, "no sensor agrees with the estimate: " + ", ".join(sorted(reading)))
             elif none_agree and whole and judged and rms > LOST_SIGMAS * mon.limit:
                 mon.lose(name, f"above {LOST_SIGMAS * mon.limit:g} sigma for {mon.window:g} s, the only sensor")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mbfg_ros.estimation.divergence import LIKELY_CAUSE, LOST, STRAINED, DivergenceMonitor, LossJudge
+from mbfg_ros.estimation.divergence import LIKELY_CAUSE, LOST, RECENT, STRAINED, DivergenceMonitor, LossJudge
 
 
 def test_gaussian_residuals_are_not_flagged():
@@ -125,3 +125,41 @@ def test_a_calibrated_floor_judges_the_level_a_sensor_showed():
     for s in t[500:]:
         mon.add("enc", s, [21.0])
     assert "enc" in mon.open
+
+
+def test_a_burst_is_flagged_until_the_sensor_agrees_again():
+    """A 0.2 s burst at 20 sigma (a real rig's jerk) is flagged from its start until the recent
+    residuals (RECENT s) are back within the limit, not for the window after it; a second burst
+    while the window still holds the first opens a period of its own."""
+    mon = DivergenceMonitor(window=0.5, limit=5.0)
+    for k in range(400):
+        t = k * 0.005
+        mon.add("enc", t, [20.0 if 0.5 <= t < 0.7 or 1.0 <= t < 1.2 else 1.0])
+    assert len(mon.periods) == 2 and not mon.open
+    for p, (a, b) in zip(mon.periods, ((0.5, 0.7), (1.0, 1.2))):
+        assert a <= p.start < a + 0.05 and b < p.end <= b + RECENT + 0.01, p.as_dict()
+
+
+def test_every_sensor_must_fail_for_a_whole_window_for_a_lost_verdict():
+    """Two encoders (their levels known): one failing for a whole window while the other has just
+    started to is strained; both failing a whole window at once is lost. Bursts with a moment of
+    agreement between them (a rig whipping its elbow, fitted again between the whips) are not."""
+    angles = {"shoulder_encoder": 1e-4, "elbow_encoder": 1e-4}
+
+    def run(shoulder, elbow, seconds: float) -> DivergenceMonitor:
+        mon, judge = DivergenceMonitor(window=0.5, limit=5.0), LossJudge(angles)
+        for k in range(int(seconds / 0.005)):
+            t = k * 0.005
+            mon.add("shoulder_encoder", t, [shoulder(t)])
+            mon.add("elbow_encoder", t, [elbow(t)])
+            judge.judge(mon, t, lambda: "")
+        return mon
+    mon = run(lambda t: 8.0, lambda t: 8.0 if t >= 0.3 else 1.0, 0.7)
+    assert set(mon.open) == {"shoulder_encoder", "elbow_encoder"} and not mon.diverged
+    mon = run(lambda t: 8.0, lambda t: 8.0 if t >= 0.3 else 1.0, 1.1)       # the elbow fails from 0.5 s
+    assert all(p.lost for p in mon.open.values()) and "no sensor agrees" in mon.open["elbow_encoder"].cause
+
+    def whips(t: float) -> float:               # 0.35 s whips, 0.25 s fitted between them
+        return 1.0 if 0.25 <= t % 0.6 < 0.5 else 30.0
+    mon = run(whips, whips, 3.0)
+    assert mon.period_count >= 8 and not any(p.lost for p in mon.periods), [p.as_dict() for p in mon.periods]

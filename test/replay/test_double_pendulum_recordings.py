@@ -15,7 +15,9 @@ no DIVERGED (lost) report.
 Still bad: the shoulder, whose published model is poor even offline (zero-phase baseline
 0.88-0.94; the acrobot's shoulder is passive, its recorded torque is the driver's noise), scores
 2.1-2.8 filtered; the encoder residuals are 4-17 sigma of the datasheet noise, and the
-divergence test flags the encoders for 0.1-1.1 s at the start (issue 23 step 6)."""
+divergence test flags the encoders (strained, WARN) for 0.09-0.54 s at the start, while the
+estimator learns their level (it was 0.1-1.1 s before a failing period ended with the sensor's
+recent residuals back within the limit; issue 23 step 6)."""
 from __future__ import annotations
 
 import json
@@ -72,8 +74,10 @@ def test_the_estimated_torque_against_the_recorded_one(scores, run):
             np.testing.assert_allclose(got, figures, rtol=0.02, err_msg=method)
         else:
             assert np.all(got <= 1.25 * np.array(figures)), (run, method, got)
-    # no DIVERGED (lost) report: the encoders' level at the start is the one the search calibrates
+    # no DIVERGED (lost) report: the encoders' level at the start is the one the search calibrates;
+    # flagged (strained) at the start only: 0.09-0.54 s measured
     assert not any(s.lost.values()), s.lost
+    assert max(s.diverged.values()) <= 0.7, s.diverged
     # the lagged estimate beats the filtered one on both joints; the filtered elbow the causal baseline
     assert np.all(s.scores["lagged"] < s.scores["filtered"])
     assert s.scores["filtered"][1] < s.scores["causal_baseline"][1]
