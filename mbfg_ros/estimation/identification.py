@@ -61,7 +61,7 @@ from mbfg_ros.estimation.smoothing_io import Readings, SmoothingOptions, SolvedW
 from mbfg_ros.estimation.step_function import StepFunction
 from mbfg_ros.model.config import EstimatorConfig, ModelErrorConfig
 from mbfg_ros.model.mechanism import Mechanism
-from mbfg_ros.model.parameters import DYNAMICS_GROUPS, GROUPS, ParametricMechanism, Parameter, model_parameters
+from mbfg_ros.model.parameters import DYNAMICS_GROUPS, GROUPS, TIMING, ParametricMechanism, Parameter, model_parameters
 
 @dataclass(frozen=True)
 class IdentificationOptions:
@@ -134,7 +134,8 @@ def parameter_scales(mech: Mechanism, parameters: list[Parameter], p: "Pass") ->
     joint's effort RMS E (the largest known one for a joint without) for its Coulomb friction and
     offset, E / RMS velocity for its viscous friction, E / RMS acceleration for its armature;
     0.1 rad or m for an encoder's offset, 1 rad/s for a gyro's bias, 1 for a scale factor, 100
-    noise sigmas for a load cell's offset."""
+    noise sigmas for a load cell's offset, :data:`TIMING_PERIODS` of its sample periods for a
+    sensor's time offset."""
     n = mech.n
     X = np.concatenate(p.X)
     v = np.sqrt(np.mean(X[:, n:2 * n] ** 2, axis=0))
@@ -161,7 +162,15 @@ def parameter_scales(mech: Mechanism, parameters: list[Parameter], p: "Pass") ->
             out[k] = 100.0 * mech.load_cells[i].config.noise
         elif par.group == "encoder":
             out[k] = 0.1
+        elif par.group == TIMING:
+            out[k] = TIMING_PERIODS / mech.sensors[i].rate
     return out
+
+
+TIMING_PERIODS = 10.0
+"""A sensor's time offset's natural size, in its sample periods (1 / its config ``rate``): a
+large lag (a few samples of buffering and a filter's delay); an offset is then identified when
+the recording places the sensor's readings to a tenth of its sample period (0.2 ms at 500 Hz)."""
 
 
 def default_groups(mech: Mechanism) -> tuple[tuple[str, ...], str]:
@@ -295,6 +304,8 @@ class Identifier:
         self.groups = groups
         self.mech = mech = identification_mechanism(mech, groups)
         self.parameters = model_parameters(mech, groups)
+        self.timing = np.array([i for i, par in enumerate(self.parameters) if par.group == TIMING], int)
+        """The indices of the sensors' time offsets (:meth:`_retimed`)."""
         if not self.parameters:
             raise IdentificationError("no parameter to identify" + (f": {self.note}" if self.note else ""))
         self.sym = ParametricMechanism(mech, self.parameters, dynamics_weights=True)
@@ -334,6 +345,11 @@ class Identifier:
         """Smooth every recording at ``theta`` (with the dynamics noises :attr:`sigma`) and sum
         their information about it."""
         full = np.concatenate([theta, self.cfg.noise.dynamics / self.sigma])      # (+ the weights)
+        recordings = self._retimed(recordings, theta)
+        full[self.timing] = 0.0        # (the readings are moved: the rows' shift is the change from here)
+        if x_init is not None:         # (a grid the move changed: from the causal pass)
+            x_init = [x if x.shape[0] == self.smoother.keyframe_times(r).size else None
+                      for x, r in zip(x_init, recordings)]
         self.smoother.parameter_values = full
         p, n = theta.size, self.mech.n
         H, g, cost, rows = np.zeros((p + n, p + n)), np.zeros(p + n), 0.0, 0
@@ -366,6 +382,18 @@ class Identifier:
             self._bar.update(1)
             self._bar.set_postfix_str(f"cost {cost:.6g}")
         return Pass(theta.copy(), X_all, H[:p, :p], g[:p], cost, rows, fits, excitation, self.sigma.copy())
+
+    def _retimed(self, recordings: list[Readings], theta: np.ndarray) -> list[Readings]:
+        """The recordings with each sensor whose time offset is a parameter moved to the offset's
+        value in ``theta`` (its readings taken theta s earlier than the config says): the step
+        function's rows take the offset's change from there, so that every reading's fraction of
+        its step is exact at the linearisation point whatever the offset (no extrapolation beyond
+        a step)."""
+        moves = {self.parameters[i].owner: float(theta[i]) for i in self.timing if theta[i] != 0.0}
+        if not moves:
+            return recordings
+        return [Readings({name: (np.asarray(t, float) - moves.get(name, 0.0), y) for name, (t, y) in r.sensors.items()},
+                         r.commands) for r in recordings]
 
     def identify(self, recordings: Readings | list[Readings]) -> IdentificationResult:
         """Identify from the readings of one or more recordings (each its own chain of keyframes;
