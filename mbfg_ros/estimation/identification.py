@@ -1,7 +1,7 @@
 """Constant model and sensor parameters estimated from a whole recording (`mbfg identify`).
 
 The parameters (:mod:`mbfg_ros.model.parameters`: inertias, friction, armature, effort offsets,
-encoder offsets, gyro biases and scales, load-cell offsets and scales) are variables of the
+encoder offsets, gyro biases and scales, load-cell offsets and scales, the sensors' time offsets) are variables of the
 offline smoother's graph (:mod:`.offline_smoother`): every keyframe step's factor gets one more
 key, theta, shared by all steps, whose Jacobian the compiled step function returns beside
 [J0 J1] (the model is :class:`~mbfg_ros.model.parameters.ParametricMechanism`; the rows are the
@@ -18,6 +18,12 @@ reading at its own stamp with its robust weight). Each pass of the solve:
    complement of the whole chain) and its gradient;
 3. theta takes the Gauss-Newton step of that reduced problem (Levenberg-Marquardt damping when a
    pass does not lower the cost: the step is undone and retried shorter).
+
+A sensor's time offset (group ``timing``) is a parameter of its readings' stamps: each pass
+smooths the recordings with every such sensor's readings moved to the current offset (taken
+that much earlier), and the step function's rows take the offset's change from there (the
+reading's fraction of its step moved by change / h), so that the fractions are exact at the
+linearisation point whatever the offset.
 
 This is Gauss-Newton on the states and the parameters together (a step on the reduced problem
 at states solved for the parameters: variable projection); it stops when no parameter moves by
