@@ -1,9 +1,10 @@
 """Constant model and sensor parameters estimated from a whole recording (`mbfg identify`).
 
 The parameters (:mod:`mbfg_ros.model.parameters`: inertias, friction, armature, effort offsets,
-encoder offsets, gyro biases and scales, load-cell offsets and scales, the sensors' time offsets) are variables of the
-offline smoother's graph (:mod:`.offline_smoother`): every keyframe step's factor gets one more
-key, theta, shared by all steps, whose Jacobian the compiled step function returns beside
+encoder offsets, gyro biases and scales, load-cell offsets and scales, the sensors' time
+offsets) are variables of the offline smoother's graph (:mod:`.offline_smoother`): every
+keyframe step's factor gets one more key, theta, shared by all steps, whose Jacobian the
+compiled step function returns beside
 [J0 J1] (the model is :class:`~mbfg_ros.model.parameters.ParametricMechanism`; the rows are the
 estimator's own: integration, closures, the equations of motion with the known efforts, every
 reading at its own stamp with its robust weight). Each pass of the solve:
@@ -72,8 +73,8 @@ from mbfg_ros.model.parameters import DYNAMICS_GROUPS, GROUPS, TIMING, Parametri
 @dataclass(frozen=True)
 class IdentificationOptions:
     """How to identify. ``groups``: the parameter groups (:data:`~mbfg_ros.model.parameters.GROUPS`;
-    None: every group the rig has, the dynamics groups only when no effort is an unknown
-    input); ``max_iterations``: Gauss-Newton passes (smoothing + parameter step) at most;
+    None: every group the rig has but ``timing``, the dynamics groups only when no effort is an
+    unknown input); ``max_iterations``: Gauss-Newton passes (smoothing + parameter step) at most;
     ``model_accuracy``: each equation of motion's noise as a share of the RMS of its joint's
     known effort (of the largest known effort for a passive joint; at most the config's
     dynamics noise): the model is trusted that far, so that the accelerations follow it rather
@@ -180,10 +181,10 @@ the recording places the sensor's readings to a tenth of its sample period (0.2 
 
 
 def default_groups(mech: Mechanism) -> tuple[tuple[str, ...], str]:
-    """The groups identified by default and, when the dynamics groups are left out, why: they
-    need every driving effort known or measured (an ``unknown`` input is measured by an
-    actuator load cell on its joint)."""
-    groups = [g for g in GROUPS if g in DYNAMICS_GROUPS or mech.sensors_of(g)]
+    """The groups identified by default (the sensors' time offsets only when asked for) and,
+    when the dynamics groups are left out, why: they need every driving effort known or
+    measured (an ``unknown`` input is measured by an actuator load cell on its joint)."""
+    groups = [g for g in GROUPS if g in DYNAMICS_GROUPS or (g != TIMING and mech.sensors_of(g))]
     measured = {c.config.joint for c in mech.load_cells if c.config.measures == "actuator"}
     free = [j for j in mech.input_joints if j not in measured]
     if free:

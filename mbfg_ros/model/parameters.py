@@ -22,9 +22,9 @@ so that theta = 0 is the config's model:
 - ``timing``: per sensor but the reference (:func:`timing_reference`, the first encoder) its
   ``time_offset`` (s): its reading stamped t was taken at t - time_offset. The estimator takes
   the config's value off the stamps at intake; the parameter's change moves each reading's
-  fraction of its keyframe step, s - change / h, in the step function (the interpolation
-  reaches a little beyond the step for a reading near its ends: good for changes up to about
-  one keyframe period).
+  fraction of its keyframe step, s - change / h, in the step function (the identification
+  moves the readings to the current offset before each pass, so that the change is 0 where
+  the rows are linearised).
 
 :class:`ParametricMechanism` is :class:`~mbfg_ros.model.symbolic.SymbolicMechanism` with those
 changes added to its expressions; the estimator's step function built on it takes them as the

@@ -4,8 +4,9 @@ The user's YAML is edited as text at the places PyYAML marks (the editor `mbfg t
 :class:`~mbfg_ros.model.yaml_edit.YamlTextEdits`): comments, order and layout stay byte for byte;
 only the identified numbers change or are added (``joints.<j>.viscous / coulomb / armature /
 offset``, an encoder's ``offset``, a gyro's ``scale`` and ``bias``, a load cell's ``scale`` and
-``offset``, a sensor's ``time_offset``), and ``mechanism.urdf`` names the URDF with the identified inertials when there is
-one (else a relative path is made absolute when the file moves to another directory).
+``offset``, a sensor's ``time_offset``), and ``mechanism.urdf`` names the URDF with the
+identified inertials when there is one (else a relative path is made absolute when the file
+moves to another directory).
 A joint value the config cannot hold (a friction or armature below 0, which an identified
 combination can be) is written as 0 and reported.
 """

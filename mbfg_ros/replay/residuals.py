@@ -17,8 +17,8 @@ model (its kind's :meth:`~mbfg_ros.sensors.base.SensorModel.value`) on the confi
 - accelerometer: y[axes] - specific_force(q, v, a) - bias (m/s^2, sensor frame).
 
 A reading is compared at the time it was taken: its stamp minus its sensor's ``time_offset``
-(the estimator takes it there too). The acceleration, multipliers and inputs a sensor reads (load cells, accelerometers) are linear
-between the keyframes.
+(the estimator takes it there too). The acceleration, multipliers and inputs a sensor reads
+(load cells, accelerometers) are linear between the keyframes.
 
 Residuals are in the sensor's unit; ``sigma`` is the config's noise, so r / sigma should look
 like unit-variance noise when the estimator and the config agree with the rig.
