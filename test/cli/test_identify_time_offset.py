@@ -40,7 +40,8 @@ def run(tmp_path_factory):
     truth.write_text(yaml.safe_dump(doc, sort_keys=False))
     bag = out / "bag"
     assert main(["simulate", str(truth), "--duration", f"{DURATION:g}", "--seed", "1", "--out", str(bag),
-                 "--no-progress"] + rig.simulate_options()) == 0
+                 "--no-progress", "--json", str(out / "simulate.json")] + rig.simulate_options()) == 0
+    assert json.loads((out / "simulate.json").read_text())["sensors"]["lower_gyro"]["time_offset"] == LAG
     identified = out / "identified.yaml"
     assert main(["identify", str(bag), "--config", str(nominal), "--parameters", "timing", "--out", str(identified),
                  "--json", str(out / "identified.json"), "--no-progress"]) == 0
