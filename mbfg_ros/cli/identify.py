@@ -37,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="read the config's topic FROM from the bag's topic TO (repeatable)")
     p.add_argument("--parameters", metavar="GROUPS",
                    help=f"comma-separated parameter groups to identify ({', '.join(GROUPS)}; default: every group "
-                        "the rig has, the dynamics groups only when every driving effort is known)")
+                        "the rig has but timing (the sensors' time offsets, when named), the dynamics groups only "
+                        "when every driving effort is known)")
     p.add_argument("--known-inputs", action="store_true",
                    help="take the config's unknown inputs as known: their measured effort is in the recording "
                         "(the joint's topic; with --map, the map's inputs:)")

@@ -202,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
         "bag": str(out), "storage": args.storage, "config": str(args.config),
         "duration": scenario.duration, "epoch": args.epoch,
         "messages": summary["messages"], "topics": summary["topics"],
-        "sensors": {ch.name: {"kind": ch.kind, "topic": ch.topic, "rate": ch.rate} for ch in channels},
+        "sensors": {ch.name: {"kind": ch.kind, "topic": ch.topic, "rate": ch.rate,
+                              "time_offset": ch.model.time_offset} for ch in channels},
         "truth_rate": args.truth_rate,
         "scenario": scenario.describe(), "sensor_options": _options_facts(options),
         "input_joints": {"known": list(truth_mech.known_input_joints), "unknown": list(truth_mech.input_joints)},
@@ -254,7 +255,9 @@ def format_summary(f: dict) -> str:
         lines.append(f"Inputs on: {', '.join(ij)}" if ij else
                      "Inputs: no joint of this rig is actuated (actuation known/unknown): the input profile has no effect")
     so = f["sensor_options"]
-    rates = ", ".join(f"{name} {s['rate']:g} Hz" for name, s in f["sensors"].items()) or "no sensors"
+    rates = ", ".join(f"{name} {s['rate']:g} Hz" + (f" (clock {s['time_offset'] * 1e3:g} ms late)"
+                                                    if s.get("time_offset") else "")
+                      for name, s in f["sensors"].items()) or "no sensors"
     lines.append(f"Sensors: {rates}; truth {f['truth_rate']:g} Hz")
     lines.append(
         f"Faults: noise {'on' if so['noise'] else 'off'}, quantize {'on' if so['quantize'] else 'off'}, "

@@ -96,6 +96,8 @@ class Estimator:
         streams = self.measuring + [SensorStream(COMMAND_PREFIX + name, "command", mechanism.index[name], 1)
                                     for name in mechanism.known_input_joints]
         self.gate = SampleGate({s.name: s for s in streams})
+        self.time_offsets = {s.name: s.time_offset for s in mechanism.sensors if s.time_offset}
+        """s per sensor: its config's ``time_offset``, taken off its stamps (:meth:`add_sample`)."""
         self.efforts = KnownEfforts(mechanism.n, mechanism.joint_names, cfg.lag)
         self.schedule = KeyframeSchedule(streams, self.h, cfg.sensor_wait)
         self._p = self.fn.step.p                       # the step's parameters, filled in place
@@ -191,7 +193,15 @@ class Estimator:
             u.apply(self)
 
     def add_sample(self, sensor: str, stamp: float, value) -> str:
-        """Feed one sample: the reading of ``sensor`` taken at ``stamp`` (s).
+        """Feed one sample: the reading of ``sensor`` stamped ``stamp`` (s), taken at ``stamp``
+        minus the sensor's ``time_offset`` (its clock's lag, the config's; 0 by default), the
+        time :meth:`take_sample` gets. See :meth:`take_sample`."""
+        return self.take_sample(sensor, stamp - self.time_offsets.get(sensor, 0.0), value)
+
+    def take_sample(self, sensor: str, stamp: float, value) -> str:
+        """Feed one sample: the reading of ``sensor`` taken at ``stamp`` (s, the rig's clock: a
+        sensor's ``time_offset`` already taken off; readings the estimator keeps and feeds again
+        come this way).
 
         value: encoder (1,) rad or m; gyro (3,) rad/s, accelerometer (3,) m/s^2 in the sensor frame
         (the config's ``axes`` are used); load cell (1,) N or N m; ``command:<joint>`` (1,) effort.
@@ -217,7 +227,7 @@ class Estimator:
             self.reset(f"time jumped backwards to {held[0][1]:.3f} s on {held[0][0]}")
             for name, st, val in held[:-1]:
                 self.gate.sensors[name].counts.received -= 1
-                self.add_sample(name, st, val)
+                self.take_sample(name, st, val)
             s.is_duplicate(stamp)
         else:
             self.gate.in_line()

@@ -1,9 +1,10 @@
 """Constant model and sensor parameters estimated from a whole recording (`mbfg identify`).
 
 The parameters (:mod:`mbfg_ros.model.parameters`: inertias, friction, armature, effort offsets,
-encoder offsets, gyro biases and scales, load-cell offsets and scales) are variables of the
-offline smoother's graph (:mod:`.offline_smoother`): every keyframe step's factor gets one more
-key, theta, shared by all steps, whose Jacobian the compiled step function returns beside
+encoder offsets, gyro biases and scales, load-cell offsets and scales, the sensors' time
+offsets) are variables of the offline smoother's graph (:mod:`.offline_smoother`): every
+keyframe step's factor gets one more key, theta, shared by all steps, whose Jacobian the
+compiled step function returns beside
 [J0 J1] (the model is :class:`~mbfg_ros.model.parameters.ParametricMechanism`; the rows are the
 estimator's own: integration, closures, the equations of motion with the known efforts, every
 reading at its own stamp with its robust weight). Each pass of the solve:
@@ -18,6 +19,12 @@ reading at its own stamp with its robust weight). Each pass of the solve:
    complement of the whole chain) and its gradient;
 3. theta takes the Gauss-Newton step of that reduced problem (Levenberg-Marquardt damping when a
    pass does not lower the cost: the step is undone and retried shorter).
+
+A sensor's time offset (group ``timing``) is a parameter of its readings' stamps: each pass
+smooths the recordings with every such sensor's readings moved to the current offset (taken
+that much earlier), and the step function's rows take the offset's change from there (the
+reading's fraction of its step moved by change / h), so that the fractions are exact at the
+linearisation point whatever the offset.
 
 This is Gauss-Newton on the states and the parameters together (a step on the reduced problem
 at states solved for the parameters: variable projection); it stops when no parameter moves by
@@ -61,13 +68,13 @@ from mbfg_ros.estimation.smoothing_io import Readings, SmoothingOptions, SolvedW
 from mbfg_ros.estimation.step_function import StepFunction
 from mbfg_ros.model.config import EstimatorConfig, ModelErrorConfig
 from mbfg_ros.model.mechanism import Mechanism
-from mbfg_ros.model.parameters import DYNAMICS_GROUPS, GROUPS, ParametricMechanism, Parameter, model_parameters
+from mbfg_ros.model.parameters import DYNAMICS_GROUPS, GROUPS, TIMING, ParametricMechanism, Parameter, model_parameters
 
 @dataclass(frozen=True)
 class IdentificationOptions:
     """How to identify. ``groups``: the parameter groups (:data:`~mbfg_ros.model.parameters.GROUPS`;
-    None: every group the rig has, the dynamics groups only when no effort is an unknown
-    input); ``max_iterations``: Gauss-Newton passes (smoothing + parameter step) at most;
+    None: every group the rig has but ``timing``, the dynamics groups only when no effort is an
+    unknown input); ``max_iterations``: Gauss-Newton passes (smoothing + parameter step) at most;
     ``model_accuracy``: each equation of motion's noise as a share of the RMS of its joint's
     known effort (of the largest known effort for a passive joint; at most the config's
     dynamics noise): the model is trusted that far, so that the accelerations follow it rather
@@ -134,7 +141,8 @@ def parameter_scales(mech: Mechanism, parameters: list[Parameter], p: "Pass") ->
     joint's effort RMS E (the largest known one for a joint without) for its Coulomb friction and
     offset, E / RMS velocity for its viscous friction, E / RMS acceleration for its armature;
     0.1 rad or m for an encoder's offset, 1 rad/s for a gyro's bias, 1 for a scale factor, 100
-    noise sigmas for a load cell's offset."""
+    noise sigmas for a load cell's offset, :data:`TIMING_PERIODS` of its sample periods for a
+    sensor's time offset."""
     n = mech.n
     X = np.concatenate(p.X)
     v = np.sqrt(np.mean(X[:, n:2 * n] ** 2, axis=0))
@@ -161,14 +169,22 @@ def parameter_scales(mech: Mechanism, parameters: list[Parameter], p: "Pass") ->
             out[k] = 100.0 * mech.load_cells[i].config.noise
         elif par.group == "encoder":
             out[k] = 0.1
+        elif par.group == TIMING:
+            out[k] = TIMING_PERIODS / mech.sensors[i].rate
     return out
 
 
+TIMING_PERIODS = 10.0
+"""A sensor's time offset's natural size, in its sample periods (1 / its config ``rate``): a
+large lag (a few samples of buffering and a filter's delay); an offset is then identified when
+the recording places the sensor's readings to a tenth of its sample period (0.2 ms at 500 Hz)."""
+
+
 def default_groups(mech: Mechanism) -> tuple[tuple[str, ...], str]:
-    """The groups identified by default and, when the dynamics groups are left out, why: they
-    need every driving effort known or measured (an ``unknown`` input is measured by an
-    actuator load cell on its joint)."""
-    groups = [g for g in GROUPS if g in DYNAMICS_GROUPS or mech.sensors_of(g)]
+    """The groups identified by default (the sensors' time offsets only when asked for) and,
+    when the dynamics groups are left out, why: they need every driving effort known or
+    measured (an ``unknown`` input is measured by an actuator load cell on its joint)."""
+    groups = [g for g in GROUPS if g in DYNAMICS_GROUPS or (g != TIMING and mech.sensors_of(g))]
     measured = {c.config.joint for c in mech.load_cells if c.config.measures == "actuator"}
     free = [j for j in mech.input_joints if j not in measured]
     if free:
@@ -295,6 +311,8 @@ class Identifier:
         self.groups = groups
         self.mech = mech = identification_mechanism(mech, groups)
         self.parameters = model_parameters(mech, groups)
+        self.timing = np.array([i for i, par in enumerate(self.parameters) if par.group == TIMING], int)
+        """The indices of the sensors' time offsets (:meth:`_retimed`)."""
         if not self.parameters:
             raise IdentificationError("no parameter to identify" + (f": {self.note}" if self.note else ""))
         self.sym = ParametricMechanism(mech, self.parameters, dynamics_weights=True)
@@ -334,6 +352,11 @@ class Identifier:
         """Smooth every recording at ``theta`` (with the dynamics noises :attr:`sigma`) and sum
         their information about it."""
         full = np.concatenate([theta, self.cfg.noise.dynamics / self.sigma])      # (+ the weights)
+        recordings = self._retimed(recordings, theta)
+        full[self.timing] = 0.0        # (the readings are moved: the rows' shift is the change from here)
+        if x_init is not None:         # (a grid the move changed: from the causal pass)
+            x_init = [x if x.shape[0] == self.smoother.keyframe_times(r).size else None
+                      for x, r in zip(x_init, recordings)]
         self.smoother.parameter_values = full
         p, n = theta.size, self.mech.n
         H, g, cost, rows = np.zeros((p + n, p + n)), np.zeros(p + n), 0.0, 0
@@ -366,6 +389,18 @@ class Identifier:
             self._bar.update(1)
             self._bar.set_postfix_str(f"cost {cost:.6g}")
         return Pass(theta.copy(), X_all, H[:p, :p], g[:p], cost, rows, fits, excitation, self.sigma.copy())
+
+    def _retimed(self, recordings: list[Readings], theta: np.ndarray) -> list[Readings]:
+        """The recordings with each sensor whose time offset is a parameter moved to the offset's
+        value in ``theta`` (its readings taken theta s earlier than the config says): the step
+        function's rows take the offset's change from there, so that every reading's fraction of
+        its step is exact at the linearisation point whatever the offset (no extrapolation beyond
+        a step)."""
+        moves = {self.parameters[i].owner: float(theta[i]) for i in self.timing if theta[i] != 0.0}
+        if not moves:
+            return recordings
+        return [Readings({name: (np.asarray(t, float) - moves.get(name, 0.0), y) for name, (t, y) in r.sensors.items()},
+                         r.commands) for r in recordings]
 
     def identify(self, recordings: Readings | list[Readings]) -> IdentificationResult:
         """Identify from the readings of one or more recordings (each its own chain of keyframes;

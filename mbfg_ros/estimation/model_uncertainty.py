@@ -209,7 +209,7 @@ class ModelUncertainty:
                 if timed and time.monotonic() >= deadline:
                     return
                 sensor, stamp, value = self.buffer[self.taken[i]]
-                est.add_sample(sensor, stamp, value)
+                est.take_sample(sensor, stamp, value)
                 self.taken[i] += 1
                 budget -= 1
 

@@ -82,10 +82,12 @@ class OfflineSmoother:
 
     # ----------------------------------------------------------------------------------------
     def _clean(self, readings: Readings):
-        """Finite, unique, sorted readings per sensor; counts of what was dropped."""
+        """Finite, unique, sorted readings per sensor, each stamp moved to the time the reading
+        was taken (the stamp minus its sensor's ``time_offset``); counts of what was dropped."""
         out, rejected = {}, {}
+        lags = {s.name: s.time_offset for s in self.mech.sensors}
         for name, (t, y) in list(readings.sensors.items()) + [(command_channel(j), v) for j, v in readings.commands.items()]:
-            t = np.asarray(t, float).reshape(-1)
+            t = np.asarray(t, float).reshape(-1) - lags.get(name, 0.0)
             y = np.asarray(y, float).reshape(t.size, -1)
             ok = np.isfinite(t) & np.all(np.isfinite(y), axis=1)
             bad = int(t.size - ok.sum())

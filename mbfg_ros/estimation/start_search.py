@@ -262,7 +262,7 @@ class StartSearch:
         feed = sorted([(s.name, stamp, value) for s, stamp, value in readings] + list(commands), key=lambda r: r[1])
         try:
             for name, stamp, value in feed:
-                probe.add_sample(name, stamp, value)
+                probe.take_sample(name, stamp, value)
             probe.flush()
         except Exception:                            # a probe that cannot run scores inf
             h.score = math.inf

@@ -19,7 +19,8 @@ Rows, in order:
 4. every sensor reading of the step at its own stamp: the state is interpolated between the two
    keyframes (q quintic Hermite on q, v, a; v cubic Hermite on v, a; linear on the rest, see
    :func:`~.step_interpolation.interpolate`) and the
-   sensor's residual (:mod:`mbfg_ros.estimation.sensor_residuals`) taken there, with the robust
+   sensor's residual (:mod:`mbfg_ros.estimation.sensor_residuals`) taken there (a model with
+   time-offset parameters moves the fraction back by the offset's change / h), with the robust
    kernel's IRLS weight inside, and its stamp's timing error in its noise
    (:func:`timing_weights`, ``estimator.stamp_jitter``).
 
@@ -387,6 +388,9 @@ class StepFunction:
         timing = self.cfg.stamp_jitter_auto or self.cfg.stamp_jitter > 0
         for b in L.blocks:
             res = b.sensor
+            # (identifying its time offset: the change from the config's, s; None otherwise)
+            shift = self.sym.constant(res.name, "time_offset", 0.0)
+            shift = None if isinstance(shift, float) else shift
             m0 = p[b.mean_abs]
             scale = ca.fmax(1.0, m0 / GAUSSIAN_MEAN_ABS)
             acts, clipped = [], []
@@ -395,6 +399,8 @@ class StepFunction:
                 s_raw = p[o]
                 act = ca.if_else(s_raw >= 0, 1.0, 0.0)
                 s = ca.fmax(s_raw, 0.0)
+                if shift is not None:       # taken that much earlier: its fraction moves back
+                    s = s - shift / h
                 y = p[o + 1:o + 1 + res.dim]
                 tau = p[o + 1 + res.dim:o + 1 + res.dim + n] if b.tau else None
                 q, v, tail = interpolate(lay, x0, x1, s, h)

@@ -1,5 +1,5 @@
 """Fields shared by the mechanism config's sections: the ranges of its numbers and the readers of a
-sensor's common fields (rate, noise, topic, axes).
+sensor's common fields (rate, noise, topic, axes, time offset).
 
 The config parser (:mod:`mbfg_ros.model.config`) and every sensor kind's own section
 (:mod:`mbfg_ros.sensors`) read them the same way, so a rate, a noise or a topic is refused with
@@ -65,6 +65,18 @@ def axes_field(node: YamlNode) -> tuple[str, ...]:
         if a not in AXES:
             raise node.error("axes", "axes are a list of x, y, z", axes)
     return tuple(axes)
+
+
+TIME_OFFSET_LIMIT = 1.0
+"""s: the largest magnitude of a sensor's ``time_offset`` (a lag of a second is a clock set
+wrong, or milliseconds written as seconds)."""
+
+
+def time_offset_field(node: YamlNode) -> float:
+    """``time_offset`` (s, default 0): the sensor's clock lags the rig's by this much; its
+    reading stamped t was taken at t - time_offset (the estimator takes it there). Within
+    +-:data:`TIME_OFFSET_LIMIT`."""
+    return node.float("time_offset", 0.0, min=-TIME_OFFSET_LIMIT, max=TIME_OFFSET_LIMIT, unit="s")
 
 
 SCALE_RANGE = (1e-3, 1e3)

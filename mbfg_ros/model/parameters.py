@@ -18,7 +18,13 @@ so that theta = 0 is the config's model:
   ``encoder``: per encoder its ``offset`` (rad or m: reading = position + offset); ``gyro``: per
   measured axis ``bias_<axis>`` (rad/s) and ``scale_<axis>`` (reading = scale x angular
   velocity + bias); ``load_cell``: per load cell ``offset`` (N or N m) and ``scale`` (reading =
-  scale x load + offset).
+  scale x load + offset);
+- ``timing``: per sensor but the reference (:func:`timing_reference`, the first encoder) its
+  ``time_offset`` (s): its reading stamped t was taken at t - time_offset. The estimator takes
+  the config's value off the stamps at intake; the parameter's change moves each reading's
+  fraction of its keyframe step, s - change / h, in the step function (the identification
+  moves the readings to the current offset before each pass, so that the change is 0 where
+  the rows are linearised).
 
 :class:`ParametricMechanism` is :class:`~mbfg_ros.model.symbolic.SymbolicMechanism` with those
 changes added to its expressions; the estimator's step function built on it takes them as the
@@ -36,7 +42,7 @@ from mbfg_ros.errors import ConfigError
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.model.symbolic import SymbolicMechanism, _Inertia
 
-GROUPS = ("inertia", "friction", "armature", "offset", "encoder", "gyro", "load_cell")
+GROUPS = ("inertia", "friction", "armature", "offset", "encoder", "gyro", "load_cell", "timing")
 """Parameter groups, in the order of the parameter vector."""
 DYNAMICS_GROUPS = ("inertia", "friction", "armature", "offset")
 """The groups that enter the equations of motion (identifiable only where the efforts are known)."""
@@ -44,6 +50,8 @@ SENSOR_GROUPS = ("encoder", "gyro", "load_cell")
 """The groups of the sensors' calibration: a sensor kind's name; its constants are the kind's
 :meth:`~mbfg_ros.sensors.base.SensorModel.calibration`, which its residual takes through
 :meth:`ParametricMechanism.constant`."""
+TIMING = "timing"
+"""The group of the sensors' time offsets (:func:`timing_reference`)."""
 INERTIAL = ("mass", "mx", "my", "mz", "ixx", "ixy", "ixz", "iyy", "iyz", "izz")
 """A body's standard inertial parameters, in their order."""
 _SYMMETRIC = ((0, 0), (0, 1), (0, 2), (1, 1), (1, 2), (2, 2))     # ixx ixy ixz iyy iyz izz
@@ -80,6 +88,13 @@ def body_parameters(I: _Inertia) -> np.ndarray:
     return np.array([I.m, *I.h] + [I.Io[a, b] for a, b in _SYMMETRIC])
 
 
+def timing_reference(mech: Mechanism):
+    """The sensor whose clock the others' time offsets are relative to (its own is not
+    identified: every sensor late by the same time is the same recording, but for the known
+    efforts' stamps): the first encoder, else the config's first sensor; None without sensors."""
+    return (mech.encoders or mech.sensors or [None])[0]
+
+
 def model_parameters(mech: Mechanism, groups: tuple[str, ...] = GROUPS) -> list[Parameter]:
     """The rig's parameters of ``groups`` (see the module docstring), in :data:`GROUPS` order."""
     for g in groups:
@@ -105,6 +120,10 @@ def model_parameters(mech: Mechanism, groups: tuple[str, ...] = GROUPS) -> list[
                 units = dict(zip(("viscous", "coulomb", "armature", "offset"), lin[bool(mech.angular[i])]))
                 for f in fields:
                     out.append(Parameter(f"{name}.{f}", group, name, f, float(getattr(jc[i], f)), units[f], i))
+        elif group == TIMING:
+            ref = timing_reference(mech)
+            out += [Parameter(f"{sensor.name}.time_offset", group, sensor.name, "time_offset", sensor.time_offset,
+                              "s", k) for k, sensor in enumerate(mech.sensors) if sensor is not ref]
         else:                                   # a sensor kind's calibration
             for k, sensor in enumerate(mech.sensors_of(group)):
                 out += [Parameter(f"{sensor.name}.{c.field}", group, sensor.name, c.field, float(c.value), c.unit,
@@ -132,7 +151,8 @@ class ParametricMechanism(SymbolicMechanism):
         self.dynamics_weights = dynamics_weights
         self.parameter_count = len(self.parameters) + (self.n if dynamics_weights else 0)
         self._where = {(p.group, p.field, p.index, p.axis): i for i, p in enumerate(self.parameters)}
-        self._named = {(p.owner, p.field): i for i, p in enumerate(self.parameters) if p.group in SENSOR_GROUPS}
+        self._named = {(p.owner, p.field): i for i, p in enumerate(self.parameters)
+                       if p.group in SENSOR_GROUPS + (TIMING,)}
         self._theta = ca.SX.zeros(self.parameter_count)
 
     def bind_parameters(self, theta) -> None:
@@ -192,6 +212,8 @@ class ParametricMechanism(SymbolicMechanism):
 
     # sensors -------------------------------------------------------------------------------
     def constant(self, owner: str, field: str, value: float):
-        """A sensor's calibration constant plus its parameter's change, when it is one."""
+        """A sensor's calibration constant (or, ``time_offset``, the change of its time offset
+        from the config's: the step function moves its readings by it) plus its parameter's
+        change, when it is one."""
         i = self._named.get((owner, field))
         return value if i is None else value + self._theta[i]

@@ -4,8 +4,9 @@ The user's YAML is edited as text at the places PyYAML marks (the editor `mbfg t
 :class:`~mbfg_ros.model.yaml_edit.YamlTextEdits`): comments, order and layout stay byte for byte;
 only the identified numbers change or are added (``joints.<j>.viscous / coulomb / armature /
 offset``, an encoder's ``offset``, a gyro's ``scale`` and ``bias``, a load cell's ``scale`` and
-``offset``), and ``mechanism.urdf`` names the URDF with the identified inertials when there is
-one (else a relative path is made absolute when the file moves to another directory).
+``offset``, a sensor's ``time_offset``), and ``mechanism.urdf`` names the URDF with the
+identified inertials when there is one (else a relative path is made absolute when the file
+moves to another directory).
 A joint value the config cannot hold (a friction or armature below 0, which an identified
 combination can be) is written as 0 and reported.
 """
@@ -62,7 +63,7 @@ def write_identified_config(source: str | Path, out: str | Path, values: dict[Pa
                 notes.append(f"{par.name}: identified {value:.4g}, written as 0 (the config holds it at or above 0)")
                 value = 0.0
             joints.setdefault(par.owner, {})[par.field] = value
-        elif par.group in ("encoder", "load_cell"):
+        elif par.group in ("encoder", "load_cell", "timing"):
             sensors.setdefault(par.owner, {})[par.field] = value
         elif par.group == "gyro":
             kind, _ = par.field.split("_")
@@ -86,7 +87,7 @@ def write_identified_config(source: str | Path, out: str | Path, values: dict[Pa
         doc.append("joints:\n" + "".join(new_joints))
     # sensors
     by_kind = get(doc.root, "sensors")
-    for kind in ("encoders", "gyros", "load_cells"):
+    for kind in ("encoders", "gyros", "load_cells", "accelerometers"):
         seq = get(by_kind, kind)
         for item in (seq.value if seq is not None and seq.tag == "tag:yaml.org,2002:seq" else []):
             name = getattr(get(item, "name"), "value", None)

@@ -16,8 +16,9 @@ model (its kind's :meth:`~mbfg_ros.sensors.base.SensorModel.value`) on the confi
   efforts (the replay's commands, linear between them);
 - accelerometer: y[axes] - specific_force(q, v, a) - bias (m/s^2, sensor frame).
 
-The acceleration, multipliers and inputs a sensor reads (load cells, accelerometers) are linear
-between the keyframes.
+A reading is compared at the time it was taken: its stamp minus its sensor's ``time_offset``
+(the estimator takes it there too). The acceleration, multipliers and inputs a sensor reads
+(load cells, accelerometers) are linear between the keyframes.
 
 Residuals are in the sensor's unit; ``sigma`` is the config's noise, so r / sigma should look
 like unit-variance noise when the estimator and the config agree with the rig.
@@ -172,9 +173,11 @@ def _samples(samples: SampleLog, name: str) -> tuple[np.ndarray, np.ndarray, np.
     return t[order], y[order], era[order]
 
 
-def _readings(est: EstimateSeries, samples: SampleLog, name: str, limit: int, predicted: bool = False):
+def _readings(est: EstimateSeries, samples: SampleLog, name: str, limit: int, predicted: bool = False,
+              lag: float = 0.0):
     """(t, y, era, i, q, v, j, s) of at most ``limit`` readings of a sensor spread over the run,
-    or None without readings: i is the keyframe before each reading, q and v (samples, n) the
+    or None without readings: t the times they were taken (their stamps minus the sensor's time
+    offset ``lag``, s), i is the keyframe before each reading, q and v (samples, n) the
     estimate at the reading's stamp, interpolated between keyframes i and j = i + 1 at the
     fraction s (module docstring; with ``predicted``, or past the last keyframe, j = i and the
     estimate is carried from i at constant acceleration)."""
@@ -182,7 +185,7 @@ def _readings(est: EstimateSeries, samples: SampleLog, name: str, limit: int, pr
     if not t.size:
         return None
     sel = _pick(t.size, limit)
-    t, y, era = t[sel], y[sel], era[sel]
+    t, y, era = t[sel] - lag, y[sel], era[sel]
     i, dt = _state_at(est, t, era, predicted)
     j = np.minimum(i + 1, len(est) - 1)
     H = est.t[j] - est.t[i]
@@ -239,7 +242,7 @@ def sensor_residuals(mech: Mechanism, layout: StateLayout, est: EstimateSeries, 
 
     for k, model in enumerate(mech.sensors):
         name = model.name
-        if (got := _readings(est, samples, name, max_samples, predicted)) is None:
+        if (got := _readings(est, samples, name, max_samples, predicted, model.time_offset)) is None:
             continue
         t, y, era, i, q, v, j, s = got
         a = lam = u = tau = None

@@ -178,6 +178,12 @@ class SensorModel:
         return self.config.noise
 
     @property
+    def time_offset(self) -> float:
+        """s: its reading stamped t was taken at t - time_offset (the config's ``time_offset``;
+        0 for a known input, whose stamps are the rig's clock)."""
+        return float(getattr(getattr(self, "config", None), "time_offset", 0.0))
+
+    @property
     def joint(self) -> str:
         """The joint a JointState carries it under ("" for other messages)."""
         return ""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import casadi as ca
 import numpy as np
 
-from mbfg_ros.model.config_fields import noise_field, rate_field, topic_field
+from mbfg_ros.model.config_fields import noise_field, rate_field, time_offset_field, topic_field
 from mbfg_ros.model.yaml_reader import YamlNode, check_name
 from mbfg_ros.sensors.base import Calibration, SensorKind, SensorModel
 from mbfg_ros.sensors.joint_state import JOINT_STATE, JointStateInput
@@ -32,7 +32,8 @@ class EncoderConfig:
     single-turn (absolute) encoder whose reading wraps into [-pi, pi); the residual is then
     taken modulo 2 pi. Prismatic joints ignore it. ``offset`` (rad or m): the reading is the
     joint position + offset (an encoder whose zero is not the URDF's; ``mbfg identify``
-    estimates it)."""
+    estimates it). ``time_offset`` (s): the reading stamped t was taken at t - time_offset
+    (:func:`~mbfg_ros.model.config_fields.time_offset_field`)."""
     name: str
     joint: str
     noise: float
@@ -41,6 +42,7 @@ class EncoderConfig:
     resolution: float = 0.0
     multi_turn: bool = True
     offset: float = 0.0
+    time_offset: float = 0.0
 
 
 def wrap_angle(e):
@@ -134,7 +136,8 @@ class EncoderKind(SensorKind):
                              topic=topic_field(n), rate=rate_field(n, self.default_rate),
                              resolution=n.float("resolution", 0.0, nonnegative=True),
                              multi_turn=n.bool("multi_turn", True),
-                             offset=n.float("offset", 0.0, unit="rad or m"))
+                             offset=n.float("offset", 0.0, unit="rad or m"),
+                             time_offset=time_offset_field(n))
 
     def compile(self, mech, config: EncoderConfig, root: YamlNode, field: str) -> EncoderModel:
         check_name(root, f"{field}.joint", config.joint, mech.joint_names, "joint")

@@ -22,7 +22,7 @@ import casadi as ca
 import numpy as np
 import pinocchio as pin
 
-from mbfg_ros.model.config_fields import AXES, axes_field, noise_field, rate_field, topic_field
+from mbfg_ros.model.config_fields import AXES, axes_field, noise_field, rate_field, time_offset_field, topic_field
 from mbfg_ros.model.yaml_reader import YamlNode
 from mbfg_ros.sensors.base import InputReport, Reading, ReadingRows, SensorModel, TopicInput, stamp_ns
 
@@ -39,7 +39,8 @@ class ImuSensorConfig:
     """The fields of an Imu sensor (a gyro's, an accelerometer's): mounted on ``frame`` turned by
     ``rotation_rpy`` (roll, pitch, yaw in rad, URDF convention), measuring ``axes`` of its frame
     with ``noise``; a bias random walk of ``bias_instability`` per sqrt(s) from a prior of
-    ``bias_sigma`` (both 0: no bias estimated); its messages' header ``frame_id``."""
+    ``bias_sigma`` (both 0: no bias estimated); its messages' header ``frame_id``; ``time_offset``
+    (s): its reading stamped t was taken at t - time_offset."""
     name: str
     frame: str
     noise: float
@@ -50,6 +51,7 @@ class ImuSensorConfig:
     bias_instability: float = 0.0
     bias_sigma: float = 0.0
     frame_id: str = ""
+    time_offset: float = 0.0
 
 
 def parse_imu_sensor(n: YamlNode, config_type: type, default_rate: float, **fields):
@@ -64,7 +66,7 @@ def parse_imu_sensor(n: YamlNode, config_type: type, default_rate: float, **fiel
                        axes=axes,
                        bias_instability=n.float("bias_instability", 0.0, nonnegative=True),
                        bias_sigma=n.float("bias_sigma", 0.0, nonnegative=True),
-                       frame_id=n.str("frame_id", name), **fields)
+                       frame_id=n.str("frame_id", name), time_offset=time_offset_field(n), **fields)
 
 
 def compile_mount(mech, config, root: YamlNode, field: str) -> tuple[int, np.ndarray, np.ndarray]:

@@ -24,7 +24,7 @@ import numpy as np
 import pinocchio as pin
 
 from mbfg_ros.model.closures import reaction_wrench
-from mbfg_ros.model.config_fields import noise_field, rate_field, scale_field, topic_field
+from mbfg_ros.model.config_fields import noise_field, rate_field, scale_field, time_offset_field, topic_field
 from mbfg_ros.model.kinematics import cross, cross3
 from mbfg_ros.model.symbolic import Placement
 from mbfg_ros.model.yaml_reader import YamlNode, check_name
@@ -46,6 +46,7 @@ class LoadCellConfig:
       - ``actuator``: the actuator effort of a joint (N m or N).
     ``component`` (force|torque) and ``axis`` (in ``frame``) select the measured component.
     ``scale`` and ``offset``: the reading is scale x that component + offset (N or N m).
+    ``time_offset`` (s): the reading stamped t was taken at t - time_offset.
     """
     name: str
     measures: str
@@ -59,6 +60,7 @@ class LoadCellConfig:
     frame: str = ""
     scale: float = 1.0
     offset: float = 0.0
+    time_offset: float = 0.0
 
 
 def component_wrench(component: str, axis, value) -> tuple[np.ndarray, np.ndarray]:
@@ -390,7 +392,7 @@ class LoadCellKind(SensorKind):
             component=n.str("component", "force", choices=("force", "torque")),
             axis=n.vector("axis", 3, (1.0, 0.0, 0.0), unit=True),
             frame=n.str("frame", ""), scale=scale_field(n, "scale", 1)[0],
-            offset=n.float("offset", 0.0, unit="N or N m"))
+            offset=n.float("offset", 0.0, unit="N or N m"), time_offset=time_offset_field(n))
 
     def compile(self, mech, c: LoadCellConfig, root: YamlNode, f: str) -> LoadCellModel:
         axis = np.asarray(c.axis, float)

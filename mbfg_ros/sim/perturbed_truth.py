@@ -10,6 +10,7 @@ estimates) and the truth's config, which the simulator runs:
 - every joint with the rig's Coulomb and viscous friction and armature (:attr:`Rig.drive`);
 - every encoder 0.01 rad off (``offset``), a gyro's scale 2 % off and its bias 0.01 rad/s, a
   load cell's scale 3 % off and its offset 1.5 noise sigmas;
+- optionally (``time_offsets``) sensors whose clocks lag: the truth's ``time_offset``;
 - the driven joints' efforts ``known`` (so that the simulator writes them to the bag, where
   ``mbfg identify --known-inputs`` reads them and the replay scores the estimate).
 
@@ -27,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from mbfg_ros.errors import MbfgError
 from mbfg_ros.model.config import load_rig_config
 from mbfg_ros.model.mechanism import Mechanism
 
@@ -99,10 +101,14 @@ def write_truth_urdf(src: Path, out: Path, links: list[str], rng: np.random.Gene
     return factors
 
 
-def write_configs(rig: Rig, out: Path, seed: int, native_code: str | None = None) -> tuple[Path, Path]:
+def write_configs(rig: Rig, out: Path, seed: int, native_code: str | None = None,
+                  time_offsets: dict[str, float] | None = None) -> tuple[Path, Path]:
     """(truth.yaml, nominal.yaml) of ``rig`` in ``out`` (absolute URDF paths; the truth's URDF
     truth.urdf and its factors factors.json beside them); ``native_code``: the configs'
-    ``estimator.native_code`` (None: the rig's; "off" spares a short run the compilation)."""
+    ``estimator.native_code`` (None: the rig's; "off" spares a short run the compilation);
+    ``time_offsets``: s per sensor name, the truth's ``time_offset`` of those sensors (their
+    clocks lag: the simulator stamps each reading that much after it was taken; the nominal
+    config keeps 0)."""
     src = ROOT / rig.config
     doc = yaml.safe_load(src.read_text())
     urdf = (src.parent / doc["mechanism"]["urdf"]).resolve()
@@ -132,10 +138,21 @@ def write_configs(rig: Rig, out: Path, seed: int, native_code: str | None = None
         gyro.update(scale=[1.02, 0.98, 1.01], bias=[0.01, -0.005, 0.003])
     for cell in truth["sensors"].get("load_cells", []):
         cell.update(scale=1.03, offset=1.5 * cell["noise"])
+    set_time_offsets(truth, time_offsets or {})
     (out / "nominal.yaml").write_text(yaml.safe_dump(nominal, sort_keys=False))
     (out / "truth.yaml").write_text(yaml.safe_dump(truth, sort_keys=False))
     (out / "factors.json").write_text(json.dumps(factors, indent=1))
     return out / "truth.yaml", out / "nominal.yaml"
+
+
+def set_time_offsets(doc: dict, time_offsets: dict[str, float]) -> None:
+    """Set the ``time_offset`` (s) of the named sensors in a config document; MbfgError naming
+    a sensor the config does not have."""
+    items = {item.get("name"): item for section in (doc.get("sensors") or {}).values() for item in section or []}
+    for name, offset in time_offsets.items():
+        if name not in items:
+            raise MbfgError(f"no sensor {name!r} to give a time offset (sensors: {', '.join(map(str, items))})")
+        items[name]["time_offset"] = float(offset)
 
 
 def with_noise(src: Path, out: Path, noise: dict[str, float]) -> Path:

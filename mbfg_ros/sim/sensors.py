@@ -24,6 +24,11 @@ Values (units and frames):
   that frame, m/s^2, all three axes, + noise;
 - command: (1,) the known input effort, N m or N (exact: no noise, no outliers).
 
+A sensor's ``time_offset`` (s, its config field: its clock lags the rig's) makes the reading
+stamped t carry the truth at t - time_offset; a stamp whose truth time falls outside the run
+gives no sample of that sensor (the others of its message are kept). The transport ``delay`` of
+:class:`SensorOptions` moves the receive time instead and leaves the stamps true.
+
 Random streams are seeded per channel from (seed, channel name), so a given seed always gives
 the same samples, and adding a sensor does not change the others'.
 """
@@ -143,7 +148,8 @@ class SensorChannel:
 @dataclass
 class SensorSeries:
     """The samples of one channel as columns: ``stamp``/``receive`` (K,) s, ``value`` (K, d)
-    with faults, ``true_value`` (K, d) the noise-free, bias-free model value at the stamp."""
+    with faults, ``true_value`` (K, d) the noise-free, bias-free model value at the stamp (at
+    stamp - the sensor's ``time_offset``: the time it was taken)."""
     channel: SensorChannel
     stamp: np.ndarray
     receive: np.ndarray
@@ -234,7 +240,10 @@ def synthesize_series(trajectory: Trajectory, options: SensorOptions | None = No
                 keep = _rng(options.seed, ch.group, "dropout").random(stamp.size) >= options.dropout
             groups[ch.group] = (stamp, keep)
         stamp, keep = groups[ch.group]
-        true = ch.model.true_values(mech, trajectory, stamp)
+        taken = stamp - ch.model.time_offset          # a lagging clock: the truth of an earlier time
+        keep = keep & (taken >= 0.0) & (taken <= duration)
+        true = np.full((stamp.size, ch.model.dim), np.nan)
+        true[keep] = ch.model.true_values(mech, trajectory, taken[keep])
         value = true.copy()
         if ch.model.measuring:
             value = _add_faults(ch, options, stamp, value)

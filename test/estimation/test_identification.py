@@ -93,7 +93,8 @@ def test_two_recordings_identify_the_shared_parameters(pendulum, result):
 def test_parameter_jacobian_matches_finite_differences():
     """The step function's sixth output (d rows / d theta) against central differences of its rows,
     on a rig with closures, an encoder, a gyro and a load cell, every parameter group present
-    (without the robust kernel, whose weight the Jacobian holds constant)."""
+    (the gyro's and the load cell's time offsets too; without the robust kernel, whose weight
+    the Jacobian holds constant)."""
     mech = config_mechanism("spatial_rsur")
     cfg = dataclasses.replace(mech.config.estimator, robust_loss=RobustLossConfig(type="none"))
     params = model_parameters(mech)
@@ -115,6 +116,12 @@ def test_parameter_jacobian_matches_finite_differences():
     fn.step(x0, x1, p)
     J = fn.step.Jt_theta.T.copy()
     assert np.isfinite(J).all() and np.abs(J).max() > 0
+    timing = [i for i, par in enumerate(params) if par.group == "timing"]
+    assert [params[i].owner for i in timing] == ["coupler_gyro", "coupler_axial"]   # (the encoder: the reference)
+    for i in timing:                                    # a time offset moves its own sensor's rows only
+        b = L.block(params[i].owner)
+        assert np.abs(J[b.rows, i]).max() > 0
+        assert np.abs(np.delete(J[:, i], np.arange(b.rows.start, b.rows.stop))).max() == 0
     for i in range(theta.size):
         eps = 1e-6 * max(1.0, abs(theta[i]))
         pp, pm = p.copy(), p.copy()

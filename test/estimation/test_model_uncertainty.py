@@ -37,10 +37,10 @@ class CountingEstimator(Estimator):
     readings they take."""
     taken = 0
 
-    def add_sample(self, sensor, stamp, value):
+    def take_sample(self, sensor, stamp, value):
         if self.uncertainty is None:
             CountingEstimator.taken += 1
-        return super().add_sample(sensor, stamp, value)
+        return super().take_sample(sensor, stamp, value)
 
 
 def test_the_search_takes_a_bounded_share_of_the_buffer_per_reading():

@@ -74,6 +74,22 @@ def test_negative_noise(tmp_path, capsys):
     check_fails(capsys, p, "sensors.load_cells[0].noise", "greater than zero", "-2.0")
 
 
+def test_a_sensor_time_offset_is_read_and_bounded(tmp_path, capsys):
+    """``time_offset`` (s) on every sensor kind; a second or more (ms written as s) is refused."""
+    from mbfg_ros.model.config import load_rig_config
+
+    def mutate(d):
+        d["sensors"]["encoders"][0]["time_offset"] = 0.003
+        d["sensors"]["load_cells"][0]["time_offset"] = -0.002
+        d["sensors"]["gyros"] = [{"name": "g", "frame": "coupler", "noise": 0.01, "topic": "/imu",
+                                  "time_offset": 0.001}]
+    cfg = load_rig_config(write_config(tmp_path, mutate))
+    assert (cfg.sensors.encoders[0].time_offset, cfg.sensors.load_cells[0].time_offset,
+            cfg.sensors.gyros[0].time_offset) == (0.003, -0.002, 0.001)
+    p = write_config(tmp_path, lambda d: d["sensors"]["encoders"][0].update(time_offset=3.0), "bad.yaml")
+    check_fails(capsys, p, "sensors.encoders[0].time_offset", "must be from -1 to 1 s", "3.0")
+
+
 def test_misspelt_field(tmp_path, capsys):
     p = write_config(tmp_path, lambda d: d["estimator"].update(keyframe_hz=100))
     check_fails(capsys, p, "estimator.keyframe_hz", "unknown field", "did you mean 'keyframe_rate'")

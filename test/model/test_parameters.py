@@ -107,3 +107,20 @@ def test_the_pendulums_parameters():
     assert [p.group for p in params] == sorted((p.group for p in params), key=GROUPS.index)
     with pytest.raises(ConfigError, match="unknown parameter group 'masses'"):
         model_parameters(mech, ("masses",))
+
+
+def test_every_sensor_but_the_first_encoder_has_a_time_offset():
+    """The timing group: one ``time_offset`` (s) per sensor but the reference (the first encoder;
+    the first sensor on a rig without encoders), its config value the nominal; a single-sensor
+    rig has none."""
+    mech = config_mechanism("spatial_rsur")
+    cfg = mech.config
+    gyros = tuple(dataclasses.replace(g, time_offset=0.002) for g in cfg.sensors.gyros)
+    mech = Mechanism(dataclasses.replace(cfg, sensors=dataclasses.replace(cfg.sensors, gyros=gyros)))
+    params = model_parameters(mech, ("timing",))
+    assert [(p.name, p.nominal, p.unit) for p in params] == [("coupler_gyro.time_offset", 0.002, "s"),
+                                                             ("coupler_axial.time_offset", 0.0, "s")]
+    assert [p.group for p in model_parameters(mech)][-2:] == ["timing", "timing"]
+    assert model_parameters(config_mechanism("pendulum"), ("timing",)) == []
+    gyro_only = [p.name for p in model_parameters(config_mechanism("four_bar_gyro"), ("timing",))]
+    assert gyro_only == []                   # (its one sensor, the gyro, is the reference)

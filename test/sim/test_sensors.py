@@ -1,6 +1,8 @@
-"""Sensor synthesis: rates, noise, quantisation, bias, timing faults, determinism."""
+"""Sensor synthesis: rates, noise, quantisation, bias, timing faults, a lagging sensor clock,
+determinism."""
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import numpy as np
@@ -9,6 +11,7 @@ import pytest
 
 from support.simulations import config_mechanism, simulated
 from mbfg_ros.errors import MbfgError
+from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.sim.sensors import (SensorOptions, sample_times, sensor_channels, synthesize,
                                   synthesize_series)
 
@@ -200,3 +203,36 @@ def test_option_validation():
                          ({"dropout": 1.0}, "dropout"), ({"outlier_rate": -0.1}, "outlier_rate")):
         with pytest.raises(MbfgError, match=word):
             SensorOptions(**kwargs)
+
+
+def test_a_lagging_sensor_clock_stamps_the_truth_of_an_earlier_time():
+    """A sensor's ``time_offset``: the reading stamped t carries the truth at t - time_offset
+    (the gyro's angular velocity from pinocchio at the earlier time); its stamps stay on the
+    nominal grid, a stamp whose truth time is before the run gives no sample, and the other
+    sensors are untouched. A negative offset (a clock ahead) drops the end instead."""
+    tr = simulated("spatial_rsur", duration=10.0)
+    cfg = tr.mechanism.config
+    lag = 0.003
+
+    def lagged(offset: float) -> Mechanism:
+        gyros = tuple(dataclasses.replace(g, time_offset=offset) for g in cfg.sensors.gyros)
+        return Mechanism(dataclasses.replace(cfg, sensors=dataclasses.replace(cfg.sensors, gyros=gyros)))
+
+    plain = series_by_name(synthesize_series(tr))
+    late = series_by_name(synthesize_series(tr, config_mechanism=lagged(lag)))
+    gyro = late["coupler_gyro"]
+    nominal = sample_times(10.0, 400.0)
+    assert gyro.stamp[0] >= lag and gyro.stamp.size == np.count_nonzero(nominal >= lag - 1e-12)
+    np.testing.assert_array_equal(gyro.stamp, nominal[nominal >= lag - 1e-12])
+    mech = tr.mechanism
+    d = mech.create_data()
+    g = mech.gyros[0]
+    for k in (0, 17, 1234):
+        q, v, *_ = tr.state_at([gyro.stamp[k] - lag])
+        pin.forwardKinematics(mech.model, d.pin, q[0], v[0])
+        w = pin.getFrameVelocity(mech.model, d.pin, g.frame_id, pin.LOCAL).angular
+        np.testing.assert_allclose(gyro.true_value[k], g.R_mount.T @ w, atol=1e-12)
+    for name in ("crank_encoder", "coupler_axial"):
+        np.testing.assert_array_equal(late[name].value, plain[name].value)
+    ahead = series_by_name(synthesize_series(tr, config_mechanism=lagged(-lag)))["coupler_gyro"]
+    assert ahead.stamp[0] == 0.0 and ahead.stamp[-1] <= 10.0 - lag + 1e-12
