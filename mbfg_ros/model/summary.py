@@ -17,7 +17,7 @@ from mbfg_ros.sensors.registry import describe as describe_sensor
 
 
 def _sensor_facts(mech: Mechanism) -> list[dict[str, Any]]:
-    return [s.facts(mech) for s in mech.sensors]
+    return [{**s.facts(mech), "time_offset": s.time_offset} for s in mech.sensors]
 
 
 TIGHT_RELINEARIZATION = 1e-4
@@ -187,7 +187,8 @@ def format_summary(f: dict[str, Any]) -> str:
     for s in f["sensors"]:
         what = describe_sensor(s)
         lines.append(f"  {s['name']:<{wn}} {s['kind']:<{wk}} {what:<44} {s['topic']:<22} "
-                     f"{s['rate']:>7g} Hz  noise {s['noise']:g} {s['unit']}")
+                     f"{s['rate']:>7g} Hz  noise {s['noise']:g} {s['unit']}"
+                     + (f"  clock {s['time_offset'] * 1e3:g} ms late" if s.get("time_offset") else ""))
     if f["inputs_estimated"] or f["inputs_known"]:
         lines.append(f"Inputs: estimated {', '.join(f['inputs_estimated']) or '-'}; "
                      f"known {', '.join(f['inputs_known']) or '-'}")

@@ -86,6 +86,10 @@ def test_a_sensor_time_offset_is_read_and_bounded(tmp_path, capsys):
     cfg = load_rig_config(write_config(tmp_path, mutate))
     assert (cfg.sensors.encoders[0].time_offset, cfg.sensors.load_cells[0].time_offset,
             cfg.sensors.gyros[0].time_offset) == (0.003, -0.002, 0.001)
+    assert main(["check", str(write_config(tmp_path, mutate))]) == 0      # `mbfg check` states it
+    shown = [ln for ln in capsys.readouterr().out.splitlines() if "clock" in ln]
+    late = {ln.split()[0]: ln.split("clock ")[1] for ln in shown}
+    assert late == {"crank_encoder": "3 ms late", "rocker_pin_load": "-2 ms late", "g": "1 ms late"}
     p = write_config(tmp_path, lambda d: d["sensors"]["encoders"][0].update(time_offset=3.0), "bad.yaml")
     check_fails(capsys, p, "sensors.encoders[0].time_offset", "must be from -1 to 1 s", "3.0")
 
