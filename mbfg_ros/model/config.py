@@ -172,11 +172,15 @@ class ModelUncertaintyConfig:
 
     adapt: choose it online (false: the configured noises as they are, scale 1).
     min, max: the bounds of the scale.
-    seconds: s of each run (after a start or a restart) over which it is chosen; then held."""
+    seconds: s of each run (after a start or a restart) over which it is chosen; then held.
+    trigger: sigmas; the search starts when an encoder's running innovation scale is above it 1 s
+    into the run (the noises are wrong); 0: it always runs (``mbfg identify`` writes 0: the
+    configured noises were chosen for the model before identification)."""
     adapt: bool = True
     min: float = 0.01
     max: float = 1.0
     seconds: float = 6.0
+    trigger: float = 1.5
 
 
 @dataclass(frozen=True)
@@ -345,7 +349,8 @@ def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
         adapt=mu.bool("adapt", dm.adapt),
         min=mu.float("min", dm.min, positive=True, min=NOISE_RANGE[0], max=1.0),
         max=mu.float("max", dm.max, positive=True, min=1.0, max=NOISE_RANGE[1]),
-        seconds=mu.float("seconds", dm.seconds, nonnegative=True, max=1e6, unit="s"))
+        seconds=mu.float("seconds", dm.seconds, nonnegative=True, max=1e6, unit="s"),
+        trigger=mu.float("trigger", dm.trigger, nonnegative=True, max=1e6, unit="sigma"))
     mu.finish()
     d = EstimatorConfig()
     jitter_auto = e.raw("stamp_jitter", "auto") == "auto"

@@ -128,3 +128,20 @@ def test_a_reset_starts_a_search_not_over_yet_again_instead_of_bridging_the_gap(
     for sensor, t, q in readings[:50]:
         est.add_sample(sensor, t + 20.0, [q])
     assert est.uncertainty.state == "watching" and CountingEstimator.taken == 0
+
+
+@pytest.mark.parametrize("trigger, searched", [(100.0, False), (0.0, True)])
+def test_the_trigger_is_the_configs(trigger, searched):
+    """``model_uncertainty.trigger``: the sys_id fixture's encoders (1.7-5.9 sigma 1 s in) start
+    no search below a trigger of 100 sigmas; 0 starts it whatever the innovations."""
+    mech = load_mechanism(CONFIG / "double_pendulum.yaml")
+    cfg = dataclasses.replace(mech.config.estimator,
+                              model_uncertainty=ModelUncertaintyConfig(seconds=1.2, trigger=trigger))
+    rows = np.loadtxt(ROOT / "test/fixtures/double_pendulum/sys_id_trajectory_00_0-3.5s.csv",
+                      delimiter=",", skiprows=1, usecols=(0, 1, 2))
+    est = Estimator(mech, cfg, freeze_gc=False)
+    for t, q1, q2 in rows[rows[:, 0] <= SETTLE + 0.05]:
+        est.add_sample("shoulder_encoder", t, [q1])
+        est.add_sample("elbow_encoder", t, [q2])
+    assert est.uncertainty.searched is searched
+    assert est.uncertainty.state == ("searching" if searched else "held")

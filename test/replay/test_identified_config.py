@@ -27,7 +27,7 @@ def test_joint_and_encoder_fields_are_written_with_the_comments_kept(tmp_path):
               p["pivot.coulomb"]: -0.01}
     changed, notes = write_identified_config(nominal, out, values, note="identified\nby a test")
     assert set(changed) == {"joints.pivot.viscous", "joints.pivot.coulomb", "joints.pivot.offset",
-                            "sensors.encoders[pivot_encoder].offset"}
+                            "sensors.encoders[pivot_encoder].offset", "estimator.model_uncertainty.trigger"}
     assert notes == ["pivot.coulomb: identified -0.01, written as 0 (the config holds it at or above 0)"]
     text = out.read_text()
     assert text.startswith("# identified\n# by a test\n")
@@ -39,6 +39,33 @@ def test_joint_and_encoder_fields_are_written_with_the_comments_kept(tmp_path):
     assert new["pivot.viscous"].nominal == 0.0703 and new["pivot.offset"].nominal == 0.0497
     assert new["pivot.coulomb"].nominal == 0.0 and new["pivot_encoder.offset"].nominal == 0.0101
     assert new["pivot.armature"].nominal == 0.01                      # not identified: as it was
+    # the identified model's uncertainty searched from the start of every run
+    assert load_mechanism(out).config.estimator.model_uncertainty.trigger == 0.0
+    # a calibration only (no parameter of the equations of motion) leaves it as it was
+    write_identified_config(nominal, out, {p["pivot_encoder.offset"]: 0.0101})
+    assert load_mechanism(out).config.estimator.model_uncertainty.trigger == 1.5
+
+
+def test_the_search_trigger_goes_where_the_config_has_or_lacks_its_sections(tmp_path):
+    nominal, _ = write_configs(tmp_path)
+    p = by_name(load_mechanism(nominal))
+    values = {p["pivot.viscous"]: 0.07}
+    text = nominal.read_text()
+    assert "\nestimator:" in text and "model_uncertainty" not in text
+    for name, edit in (("has_mu.yaml", text.replace("\nestimator:\n", "\nestimator:\n  model_uncertainty:\n    seconds: 4.0\n", 1)),
+                       ("off.yaml", text.replace("\nestimator:\n", "\nestimator:\n  model_uncertainty: {adapt: false}\n", 1)),
+                       ("no_estimator.yaml", text[:text.index("\nestimator:")] + "\n")):
+        src = tmp_path / name
+        src.write_text(edit)
+        out = tmp_path / ("id_" + name)
+        changed, _ = write_identified_config(src, out, values)
+        mu = load_mechanism(out).config.estimator.model_uncertainty
+        if name == "off.yaml":
+            assert not mu.adapt and mu.trigger == 1.5 and "estimator.model_uncertainty.trigger" not in changed
+        else:
+            assert mu.adapt and mu.trigger == 0.0 and "estimator.model_uncertainty.trigger" in changed
+        if name == "has_mu.yaml":
+            assert mu.seconds == 4.0
 
 
 def test_gyro_load_cell_and_new_joint_fields_and_the_urdf(tmp_path):
