@@ -88,7 +88,7 @@ from mbfg_ros.ros.node_parameters import declare_node_parameters
 from mbfg_ros.ros.parameter_tables import (ESTIMATOR_PARAMETERS, check_frame, estimator_config,
                                            load_node_mechanism)
 from mbfg_ros.ros.node_intake import NodeIntake
-from mbfg_ros.ros.paced_intake import IntakeSchedule, PacedGroup
+from mbfg_ros.ros.paced_intake import ArrivalClock, IntakeSchedule, PacedGroup
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
 from mbfg_ros.ros.sample_queue import SampleQueue
 from mbfg_ros.ros.estimate_outputs import EstimateOutputs
@@ -199,7 +199,9 @@ class EstimatorNode(NodeIntake, EstimateOutputs, Node):
         # while data flows, bursts of ticks, one per intake period, take every topic's
         # messages, feed a backlog on and release what the stamp order holds by time
         # (paced_intake.py); the timer starts a burst
-        self._schedule = IntakeSchedule(p["intake_period"] or 1.0 / self.estimator.cfg.keyframe_rate)
+        self._schedule = IntakeSchedule(p["intake_period"] or self.estimator.keyframes_per_update
+                                        / self.estimator.cfg.keyframe_rate)
+        self._arrivals = ArrivalClock(self.order.periods_ns)   # when a header stamp's messages arrive
         self._intake_timer = self.create_timer(self._schedule.period, self._intake_burst, clock=steady)
         self._intake_timer.cancel()
         self._taken_at = -math.inf               # steady s: the last tick that took a message
@@ -350,6 +352,7 @@ class EstimatorNode(NodeIntake, EstimateOutputs, Node):
         found, the health window starts again (stamps across it do not compare)."""
         if jump.by_rules:
             self.health.restart()
+        self._arrivals.restart()
         self.get_logger().warning(f"{jump.reason} (stamp {jump.stamp_ns * 1e-9:.3f} s on {jump.topic}; a bag "
                                   "loop or a clock reset?): estimator reset")
 

@@ -18,6 +18,7 @@ No message is taken or dropped here.
 """
 from __future__ import annotations
 
+import math
 import time
 
 from rclpy.callback_groups import CallbackGroup
@@ -50,12 +51,24 @@ class PacedGroup(CallbackGroup):
 
 
 class IntakeSchedule:
-    """When the intake takes messages: every ``period`` s (monotonic clock), a burst lasting at
-    most :data:`BURST` s."""
+    """When the intake takes messages: every ``period`` s (monotonic clock), or when the node
+    aims the next tick at the arrival of the readings that let the next estimate out
+    (:meth:`aim`), in bursts lasting at most :data:`BURST` s."""
+
+    RETRY = 0.25
+    """Of a period: the next tick after one aimed at readings that had not come yet."""
 
     def __init__(self, period: float) -> None:
         self.period = period
         self.next = 0.0
+
+    def aim(self, due: float | None, now: float) -> None:
+        """The next tick at ``due`` (monotonic s), at most a period from ``now``; ``due`` passed
+        (the readings it waited for are late): :data:`RETRY` of a period from now. None: a
+        period after the last tick, as without."""
+        if due is None:
+            return
+        self.next = min(due, now + self.period) if due > now else now + self.RETRY * self.period
 
     def ticks(self):
         """The ticks of one burst (yields the monotonic time of each, after sleeping until it is
@@ -74,6 +87,57 @@ class IntakeSchedule:
             yield now
             if time.monotonic() >= end:
                 return
+
+
+class ArrivalClock:
+    """When the messages that carry a given header stamp arrive, on the monotonic clock: per
+    topic, its next stamp at or past it (the topic's newest plus whole nominal periods) plus its
+    smallest delay (receive time - header stamp) over the current and the last :data:`WINDOW`
+    (its fastest delivery; the rig's clock offset included); the latest of the topics heard
+    within :data:`LIVE`."""
+
+    WINDOW = 1.0
+    """s of messages a topic's smallest delay is taken over (then it follows a change)."""
+
+    LIVE = 0.5
+    """s: a topic not heard for this long is not waited for (as the estimator's live streams)."""
+
+    def __init__(self, periods_ns: dict[str, int]) -> None:
+        self.periods_ns = periods_ns
+        self.restart()
+
+    def restart(self) -> None:
+        """Forget the topics (a time jump: stamps in a new time base)."""
+        self._topics: dict[str, list] = {}      # topic -> [newest stamp, best, last best, until, heard]
+
+    def note(self, topic: str, stamp_ns: int, received_ns: int, now: float) -> None:
+        """A message of ``topic`` stamped ``stamp_ns`` received at ``received_ns`` (system clock
+        ns), taken at ``now`` (monotonic s)."""
+        t = self._topics.get(topic)
+        if t is None:
+            t = self._topics[topic] = [stamp_ns, math.inf, math.inf, now + self.WINDOW, now]
+        if now >= t[3]:
+            t[1], t[2], t[3] = math.inf, t[1], now + self.WINDOW
+        t[0] = max(t[0], stamp_ns)
+        t[1] = min(t[1], received_ns - stamp_ns)
+        t[4] = now
+
+    def arrival(self, stamp_ns: int, now: float) -> float | None:
+        """Monotonic s at which every live topic has delivered a message stamped ``stamp_ns`` or
+        later (``now`` if they have; None: no topic heard)."""
+        due = None
+        for topic, (newest, best, last, _, heard) in self._topics.items():
+            if now - heard > self.LIVE:
+                continue
+            period = self.periods_ns.get(topic, 0)
+            ahead = stamp_ns - newest
+            if ahead > 0 and period > 0:
+                ahead = -(-ahead // period) * period
+            sys_ns = newest + max(ahead, 0) + min(best, last)
+            due = sys_ns if due is None else max(due, sys_ns)
+        if due is None:
+            return None
+        return now + (due - time.time_ns()) * 1e-9
 
 
 def receive_times(received: list[int], now_ns: int) -> list[int]:
