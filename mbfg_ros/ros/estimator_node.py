@@ -32,7 +32,8 @@ output nobody subscribes to is not computed (subscribers are counted once a seco
 One thread (README "The live node"): the executor's (rclpy's classic one,
 :func:`~mbfg_ros.ros.rclpy_compat.node_executor`). While data
 flows the executor does not wait on the sensor subscriptions (:mod:`~mbfg_ros.ros.paced_intake`):
-the intake timer runs bursts of ticks, one per ``intake_period`` (default the keyframe period),
+the intake timer runs bursts of ticks, each aimed at the arrival of the readings that let the
+next estimates out, at most ``intake_period`` apart (default the estimator's update period),
 each taking every message waiting on each topic as CDR bytes and decoding them at once
 (:class:`~mbfg_ros.io.cdr_intake.CdrIntake`: the replay's CDR layouts, message by message for
 irregular ones) into the input queue (:class:`~mbfg_ros.ros.sample_queue.SampleQueue`), then

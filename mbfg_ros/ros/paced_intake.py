@@ -7,9 +7,15 @@ publisher and per subscription): at 1-3 kHz of sensor messages that cost more th
 estimator. So the node takes its sensor messages itself: :class:`PacedGroup`, the callback group
 of the sensor subscriptions (rclpy's extension point for which entity the executor may wait on),
 keeps them out of the executor's wait set while data flows; the node's intake timer then runs a
-burst (:class:`IntakeSchedule`): every intake period it takes every message waiting on each
-topic (:func:`~mbfg_ros.ros.rclpy_compat.take_all`) and runs the estimation step, sleeping in between (the GIL released),
-for :data:`BURST` s; then it hands the thread back to the executor, which answers services,
+burst (:class:`IntakeSchedule`) of ticks, each taking every message waiting on each topic
+(:func:`~mbfg_ros.ros.rclpy_compat.take_all`) and running the estimation step, sleeping in
+between (the GIL released), for :data:`BURST` s. A tick is aimed at the moment the next
+estimates can come out: when the readings the estimator waits for (every live sensor past the
+newest keyframe of its next update) are due, by each topic's stamps, nominal period and fastest
+delivery of the last seconds (:class:`ArrivalClock`); at most an intake period later (the
+estimator's update period by default). Ticking at an arbitrary phase instead left a reading
+waiting half a period on average, and ticking every keyframe period woke the node twice per
+update when the estimator solves two keyframes at a time (the panda, the fast crank). Then it hands the thread back to the executor, which answers services,
 timers and events (a message lost, an incompatible QoS), and calls it again at once. After
 :data:`IDLE_AFTER` s without a message the group goes idle: the executor waits on the
 subscriptions again and the first message wakes the node, which paces again.
