@@ -71,18 +71,19 @@ class NodeIntake:
                 return
             self._intake(taken)
             if not self._ready:                     # no backlog: time spare until the next tick
-                self._schedule.aim(self._next_estimate_due(), now)
+                # (nothing came: the rig paused or stopped; no early retry, a period's tick)
+                self._schedule.aim(self._next_estimate_due() if taken else None, now)
                 with self._lock:
                     self.estimator.spare_time(self._schedule.next - self.SPARE_MARGIN)
 
-    ARRIVAL_MARGIN = 0.0003
+    ARRIVAL_MARGIN = 0.0002
     """s after the readings of the next estimate are due (:meth:`_next_estimate_due`) at which
-    the intake ticks: the spread of their delivery beyond the fastest."""
+    the intake ticks."""
 
     def _next_estimate_due(self) -> float | None:
         """Monotonic s at which the readings that let the next estimates out are due to have
-        arrived (every live sensor past :meth:`Estimator.next_estimate_stamp`, delivered as
-        fast as the fastest message of the last seconds), plus :data:`ARRIVAL_MARGIN`; None
+        arrived (every live sensor past :meth:`Estimator.next_estimate_stamp`, at each topic's
+        usual delay: :class:`~mbfg_ros.ros.paced_intake.ArrivalClock`), plus :data:`ARRIVAL_MARGIN`; None
         before the estimator started or a message was seen."""
         t, epoch = self.estimator.next_estimate_stamp(), self.feeder.epoch_ns
         if t is None or epoch is None:

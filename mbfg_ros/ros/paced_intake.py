@@ -11,8 +11,8 @@ burst (:class:`IntakeSchedule`) of ticks, each taking every message waiting on e
 (:func:`~mbfg_ros.ros.rclpy_compat.take_all`) and running the estimation step, sleeping in
 between (the GIL released), for :data:`BURST` s. A tick is aimed at the moment the next
 estimates can come out: when the readings the estimator waits for (every live sensor past the
-newest keyframe of its next update) are due, by each topic's stamps, nominal period and fastest
-delivery of the last seconds (:class:`ArrivalClock`); at most an intake period later (the
+newest keyframe of its next update) are due, by each topic's stamps, nominal period and usual
+delivery delay (:class:`ArrivalClock`); at most an intake period later (the
 estimator's update period by default). Ticking at an arbitrary phase instead left a reading
 waiting half a period on average, and ticking every keyframe period woke the node twice per
 update when the estimator solves two keyframes at a time (the panda, the fast crank). Then it hands the thread back to the executor, which answers services,
@@ -24,8 +24,8 @@ No message is taken or dropped here.
 """
 from __future__ import annotations
 
-import math
 import time
+from collections import deque
 
 from rclpy.callback_groups import CallbackGroup
 from rclpy.subscription import Subscription
@@ -98,12 +98,17 @@ class IntakeSchedule:
 class ArrivalClock:
     """When the messages that carry a given header stamp arrive, on the monotonic clock: per
     topic, its next stamp at or past it (the topic's newest plus whole nominal periods) plus its
-    smallest delay (receive time - header stamp) over the current and the last :data:`WINDOW`
-    (its fastest delivery; the rig's clock offset included); the latest of the topics heard
-    within :data:`LIVE`."""
+    usual delay (receive time - header stamp; the rig's clock offset included): the
+    :data:`QUANTILE` of the delays of its newest message at the last :data:`DELAYS` ticks that
+    took one; the latest of the topics heard within :data:`LIVE`."""
 
-    WINDOW = 1.0
-    """s of messages a topic's smallest delay is taken over (then it follows a change)."""
+    DELAYS = 64
+    """Ticks per topic whose delays are kept."""
+
+    QUANTILE = 0.75
+    """Of those delays, the one taken: a tick aimed at the fastest delivery comes too early for
+    the next message as often as not (the rig's publisher is late by a varying fraction of a
+    millisecond), and one too early costs a second wake-up."""
 
     LIVE = 0.5
     """s: a topic not heard for this long is not waited for (as the estimator's live streams)."""
@@ -114,32 +119,31 @@ class ArrivalClock:
 
     def restart(self) -> None:
         """Forget the topics (a time jump: stamps in a new time base)."""
-        self._topics: dict[str, list] = {}      # topic -> [newest stamp, best, last best, until, heard]
+        self._topics: dict[str, list] = {}      # topic -> [newest stamp, delays, heard (s)]
 
     def note(self, topic: str, stamp_ns: int, received_ns: int, now: float) -> None:
-        """A message of ``topic`` stamped ``stamp_ns`` received at ``received_ns`` (system clock
-        ns), taken at ``now`` (monotonic s)."""
+        """The newest message of ``topic`` a tick took: stamped ``stamp_ns``, received at
+        ``received_ns`` (system clock ns), taken at ``now`` (monotonic s)."""
         t = self._topics.get(topic)
         if t is None:
-            t = self._topics[topic] = [stamp_ns, math.inf, math.inf, now + self.WINDOW, now]
-        if now >= t[3]:
-            t[1], t[2], t[3] = math.inf, t[1], now + self.WINDOW
+            t = self._topics[topic] = [stamp_ns, deque(maxlen=self.DELAYS), now]
         t[0] = max(t[0], stamp_ns)
-        t[1] = min(t[1], received_ns - stamp_ns)
-        t[4] = now
+        t[1].append(received_ns - stamp_ns)
+        t[2] = now
 
     def arrival(self, stamp_ns: int, now: float) -> float | None:
         """Monotonic s at which every live topic has delivered a message stamped ``stamp_ns`` or
-        later (``now`` if they have; None: no topic heard)."""
+        later (in the past if they have; None: no topic heard)."""
         due = None
-        for topic, (newest, best, last, _, heard) in self._topics.items():
+        for topic, (newest, delays, heard) in self._topics.items():
             if now - heard > self.LIVE:
                 continue
             period = self.periods_ns.get(topic, 0)
             ahead = stamp_ns - newest
             if ahead > 0 and period > 0:
                 ahead = -(-ahead // period) * period
-            sys_ns = newest + max(ahead, 0) + min(best, last)
+            delay = sorted(delays)[int(self.QUANTILE * (len(delays) - 1))]
+            sys_ns = newest + max(ahead, 0) + delay
             due = sys_ns if due is None else max(due, sys_ns)
         if due is None:
             return None
