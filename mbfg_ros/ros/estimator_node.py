@@ -197,9 +197,9 @@ class EstimatorNode(NodeIntake, EstimateOutputs, Node):
         self._diag_timer = self.create_timer(p["diagnostics_period"], self._diagnostics_tick, clock=steady)
         self._diag_next = time.monotonic() + p["diagnostics_period"]
         self._ready: list = []                   # readings released, not fed yet (a backlog)
-        # while data flows, bursts of ticks, one per intake period, take every topic's
-        # messages, feed a backlog on and release what the stamp order holds by time
-        # (paced_intake.py); the timer starts a burst
+        # while data flows, bursts of ticks (each aimed at the readings of the next estimates,
+        # at most an intake period apart) take every topic's messages, feed a backlog on and
+        # release what the stamp order holds by time (paced_intake.py); the timer starts a burst
         self._schedule = IntakeSchedule(p["intake_period"] or self.estimator.keyframes_per_update
                                         / self.estimator.cfg.keyframe_rate)
         self._arrivals = ArrivalClock(self.order.periods_ns)   # when a header stamp's messages arrive

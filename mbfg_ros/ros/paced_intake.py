@@ -12,13 +12,14 @@ burst (:class:`IntakeSchedule`) of ticks, each taking every message waiting on e
 between (the GIL released), for :data:`BURST` s. A tick is aimed at the moment the next
 estimates can come out: when the readings the estimator waits for (every live sensor past the
 newest keyframe of its next update) are due, by each topic's stamps, nominal period and usual
-delivery delay (:class:`ArrivalClock`); at most an intake period later (the
-estimator's update period by default). Ticking at an arbitrary phase instead left a reading
-waiting half a period on average, and ticking every keyframe period woke the node twice per
-update when the estimator solves two keyframes at a time (the panda, the fast crank). Then it hands the thread back to the executor, which answers services,
-timers and events (a message lost, an incompatible QoS), and calls it again at once. After
-:data:`IDLE_AFTER` s without a message the group goes idle: the executor waits on the
-subscriptions again and the first message wakes the node, which paces again.
+delivery delay (:class:`ArrivalClock`); at most an intake period later (the estimator's update
+period by default). Ticking at an arbitrary phase instead left a reading waiting half a period
+on average, and ticking every keyframe period woke the node twice per update when the estimator
+solves two keyframes at a time (the panda, the fast crank). Then it hands the thread back to the
+executor, which answers services, timers and events (a message lost, an incompatible QoS), and
+calls it again at once. After :data:`IDLE_AFTER` s without a message the group goes idle: the
+executor waits on the subscriptions again and the first message wakes the node, which paces
+again.
 
 No message is taken or dropped here.
 """
