@@ -456,6 +456,15 @@ class Estimator:
         """The newest (filtered) estimate."""
         return self.output.last
 
+    def next_estimate_stamp(self) -> float | None:
+        """s: the time every live sensor must have reported past before the next estimates come
+        out (the newest keyframe of the next ISAM2 update: ``keyframes_per_update``); None
+        before a run started. A live caller wakes when those readings are due to arrive."""
+        sch = self.schedule
+        if not sch.started:
+            return None
+        return sch.time(sch.closed + max(1, self.keyframes_per_update - len(self.group)))
+
     def pop_estimates(self) -> list[Estimate]:
         """Filtered estimates of the keyframes closed since the last call, oldest first."""
         return self.output.pop()

@@ -116,7 +116,10 @@ class EstimateOutputs:
         return out
 
     def _publish(self, out: list[tuple[str, bytes, int]]) -> None:
+        if not out:
+            return
         joint_states = self.names.topic("joint_states")
+        now, clock_ns = time.monotonic(), self.get_clock().now().nanoseconds    # one batch's time
         for topic, cdr, stamp_ns in out:
             if topic == "/tf":
                 self.tf.send(cdr)
@@ -124,4 +127,4 @@ class EstimateOutputs:
                 self._pub[topic].publish(cdr)
             self.published[topic] = self.published.get(topic, 0) + 1
             if topic == joint_states:
-                self._statuses.published(time.monotonic(), (self.get_clock().now().nanoseconds - stamp_ns) * 1e-6)
+                self._statuses.published(now, (clock_ns - stamp_ns) * 1e-6)

@@ -32,7 +32,8 @@ output nobody subscribes to is not computed (subscribers are counted once a seco
 One thread (README "The live node"): the executor's (rclpy's classic one,
 :func:`~mbfg_ros.ros.rclpy_compat.node_executor`). While data
 flows the executor does not wait on the sensor subscriptions (:mod:`~mbfg_ros.ros.paced_intake`):
-the intake timer runs bursts of ticks, one per ``intake_period`` (default the keyframe period),
+the intake timer runs bursts of ticks, each aimed at the arrival of the readings that let the
+next estimates out, at most ``intake_period`` apart (default the estimator's update period),
 each taking every message waiting on each topic as CDR bytes and decoding them at once
 (:class:`~mbfg_ros.io.cdr_intake.CdrIntake`: the replay's CDR layouts, message by message for
 irregular ones) into the input queue (:class:`~mbfg_ros.ros.sample_queue.SampleQueue`), then
@@ -88,7 +89,7 @@ from mbfg_ros.ros.node_parameters import declare_node_parameters
 from mbfg_ros.ros.parameter_tables import (ESTIMATOR_PARAMETERS, check_frame, estimator_config,
                                            load_node_mechanism)
 from mbfg_ros.ros.node_intake import NodeIntake
-from mbfg_ros.ros.paced_intake import IntakeSchedule, PacedGroup
+from mbfg_ros.ros.paced_intake import ArrivalClock, IntakeSchedule, PacedGroup
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
 from mbfg_ros.ros.sample_queue import SampleQueue
 from mbfg_ros.ros.estimate_outputs import EstimateOutputs
@@ -196,10 +197,12 @@ class EstimatorNode(NodeIntake, EstimateOutputs, Node):
         self._diag_timer = self.create_timer(p["diagnostics_period"], self._diagnostics_tick, clock=steady)
         self._diag_next = time.monotonic() + p["diagnostics_period"]
         self._ready: list = []                   # readings released, not fed yet (a backlog)
-        # while data flows, bursts of ticks, one per intake period, take every topic's
-        # messages, feed a backlog on and release what the stamp order holds by time
-        # (paced_intake.py); the timer starts a burst
-        self._schedule = IntakeSchedule(p["intake_period"] or 1.0 / self.estimator.cfg.keyframe_rate)
+        # while data flows, bursts of ticks (each aimed at the readings of the next estimates,
+        # at most an intake period apart) take every topic's messages, feed a backlog on and
+        # release what the stamp order holds by time (paced_intake.py); the timer starts a burst
+        self._schedule = IntakeSchedule(p["intake_period"] or self.estimator.keyframes_per_update
+                                        / self.estimator.cfg.keyframe_rate)
+        self._arrivals = ArrivalClock(self.order.periods_ns)   # when a header stamp's messages arrive
         self._intake_timer = self.create_timer(self._schedule.period, self._intake_burst, clock=steady)
         self._intake_timer.cancel()
         self._taken_at = -math.inf               # steady s: the last tick that took a message
@@ -350,6 +353,7 @@ class EstimatorNode(NodeIntake, EstimateOutputs, Node):
         found, the health window starts again (stamps across it do not compare)."""
         if jump.by_rules:
             self.health.restart()
+        self._arrivals.restart()
         self.get_logger().warning(f"{jump.reason} (stamp {jump.stamp_ns * 1e-9:.3f} s on {jump.topic}; a bag "
                                   "loop or a clock reset?): estimator reset")
 

@@ -7,6 +7,8 @@ intake, input queue, stamp order and estimator, and runs its estimation step.
 """
 from __future__ import annotations
 
+import time
+
 import rclpy
 
 from mbfg_ros.io.sensor_inputs import FLOAT64
@@ -69,8 +71,25 @@ class NodeIntake:
                 return
             self._intake(taken)
             if not self._ready:                     # no backlog: time spare until the next tick
+                # (nothing came: the rig paused or stopped; no early retry, a period's tick)
+                self._schedule.aim(self._next_estimate_due() if taken else None, now)
                 with self._lock:
                     self.estimator.spare_time(self._schedule.next - self.SPARE_MARGIN)
+
+    ARRIVAL_MARGIN = 0.0002
+    """s after the readings of the next estimate are due (:meth:`_next_estimate_due`) at which
+    the intake ticks."""
+
+    def _next_estimate_due(self) -> float | None:
+        """Monotonic s at which the readings that let the next estimates out are due to have
+        arrived (every live sensor past :meth:`Estimator.next_estimate_stamp`, at each topic's
+        usual delay: :class:`~mbfg_ros.ros.paced_intake.ArrivalClock`), plus :data:`ARRIVAL_MARGIN`; None
+        before the estimator started or a message was seen."""
+        t, epoch = self.estimator.next_estimate_stamp(), self.feeder.epoch_ns
+        if t is None or epoch is None:
+            return None
+        due = self._arrivals.arrival(epoch + int(round(t * 1e9)), time.monotonic())
+        return None if due is None else due + self.ARRIVAL_MARGIN
 
     def _go_idle(self) -> None:
         """Wait on the sensor subscriptions (and everything else) again: the next message wakes
@@ -86,15 +105,19 @@ class NodeIntake:
         """Decode and queue ``taken`` ((topic, type, CDR bytes, system-clock receive ns) of each
         topic with messages) and run the estimation step."""
         now_ns = self.get_clock().now().nanoseconds
+        now = time.monotonic()
         for topic, msgtype, raws, received in taken:
             if msgtype == FLOAT64:                  # a Float64's stamp is its receive time
-                receive = receive_times(received, now_ns)
-            else:
-                receive = [now_ns] * len(raws)
-            self._on_messages(topic, msgtype, raws, receive)
+                self._on_messages(topic, msgtype, raws, receive_times(received, now_ns))
+                continue
+            newest = self._on_messages(topic, msgtype, raws, [now_ns] * len(raws))
+            if newest is not None and received[-1]:  # when stamps arrive (the intake's tick)
+                self._arrivals.note(topic, newest, received[-1], now)
         self._step()
 
-    def _on_messages(self, topic: str, msgtype: str, raws: list[bytes], receive_ns: list[int]) -> None:
+    def _on_messages(self, topic: str, msgtype: str, raws: list[bytes], receive_ns: list[int]) -> int | None:
+        """Decode and queue the messages ``raws`` of ``topic``; the newest header stamp (ns) of
+        their readings (None: none)."""
         problems = self.router.problems.get(topic)
         before = sum(problems.values()) if problems else 0
         readings = self.intake.decode(topic, msgtype, raws, receive_ns)
@@ -117,6 +140,7 @@ class NodeIntake:
                     self._problems_logged.add((topic, reason))
                     self.get_logger().warning(f"unusable message on {topic}: {reason} (counted on "
                                            "/diagnostics; logged once per reason)")
+        return max(r[2] for r in items) if items else None
 
     def _on_lost(self, topic: str, info) -> None:
         """DDS dropped messages before the node took them (best effort, history full)."""

@@ -7,18 +7,26 @@ publisher and per subscription): at 1-3 kHz of sensor messages that cost more th
 estimator. So the node takes its sensor messages itself: :class:`PacedGroup`, the callback group
 of the sensor subscriptions (rclpy's extension point for which entity the executor may wait on),
 keeps them out of the executor's wait set while data flows; the node's intake timer then runs a
-burst (:class:`IntakeSchedule`): every intake period it takes every message waiting on each
-topic (:func:`~mbfg_ros.ros.rclpy_compat.take_all`) and runs the estimation step, sleeping in between (the GIL released),
-for :data:`BURST` s; then it hands the thread back to the executor, which answers services,
-timers and events (a message lost, an incompatible QoS), and calls it again at once. After
-:data:`IDLE_AFTER` s without a message the group goes idle: the executor waits on the
-subscriptions again and the first message wakes the node, which paces again.
+burst (:class:`IntakeSchedule`) of ticks, each taking every message waiting on each topic
+(:func:`~mbfg_ros.ros.rclpy_compat.take_all`) and running the estimation step, sleeping in
+between (the GIL released), for :data:`BURST` s. A tick is aimed at the moment the next
+estimates can come out: when the readings the estimator waits for (every live sensor past the
+newest keyframe of its next update) are due, by each topic's stamps, nominal period and usual
+delivery delay (:class:`ArrivalClock`); at most an intake period later (the estimator's update
+period by default). Ticking at an arbitrary phase instead left a reading waiting half a period
+on average, and ticking every keyframe period woke the node twice per update when the estimator
+solves two keyframes at a time (the panda, the fast crank). Then it hands the thread back to the
+executor, which answers services, timers and events (a message lost, an incompatible QoS), and
+calls it again at once. After :data:`IDLE_AFTER` s without a message the group goes idle: the
+executor waits on the subscriptions again and the first message wakes the node, which paces
+again.
 
 No message is taken or dropped here.
 """
 from __future__ import annotations
 
 import time
+from collections import deque
 
 from rclpy.callback_groups import CallbackGroup
 from rclpy.subscription import Subscription
@@ -50,12 +58,24 @@ class PacedGroup(CallbackGroup):
 
 
 class IntakeSchedule:
-    """When the intake takes messages: every ``period`` s (monotonic clock), a burst lasting at
-    most :data:`BURST` s."""
+    """When the intake takes messages: every ``period`` s (monotonic clock), or when the node
+    aims the next tick at the arrival of the readings that let the next estimate out
+    (:meth:`aim`), in bursts lasting at most :data:`BURST` s."""
+
+    RETRY = 0.25
+    """Of a period: the next tick after one aimed at readings that had not come yet."""
 
     def __init__(self, period: float) -> None:
         self.period = period
         self.next = 0.0
+
+    def aim(self, due: float | None, now: float) -> None:
+        """The next tick at ``due`` (monotonic s), at most a period from ``now``; ``due`` passed
+        (the readings it waited for are late): :data:`RETRY` of a period from now. None: a
+        period after the last tick, as without."""
+        if due is None:
+            return
+        self.next = min(due, now + self.period) if due > now else now + self.RETRY * self.period
 
     def ticks(self):
         """The ticks of one burst (yields the monotonic time of each, after sleeping until it is
@@ -74,6 +94,61 @@ class IntakeSchedule:
             yield now
             if time.monotonic() >= end:
                 return
+
+
+class ArrivalClock:
+    """When the messages that carry a given header stamp arrive, on the monotonic clock: per
+    topic, its next stamp at or past it (the topic's newest plus whole nominal periods) plus its
+    usual delay (receive time - header stamp; the rig's clock offset included): the
+    :data:`QUANTILE` of the delays of its newest message at the last :data:`DELAYS` ticks that
+    took one; the latest of the topics heard within :data:`LIVE`."""
+
+    DELAYS = 64
+    """Ticks per topic whose delays are kept."""
+
+    QUANTILE = 0.75
+    """Of those delays, the one taken: a tick aimed at the fastest delivery comes too early for
+    the next message as often as not (the rig's publisher is late by a varying fraction of a
+    millisecond), and one too early costs a second wake-up."""
+
+    LIVE = 0.5
+    """s: a topic not heard for this long is not waited for (as the estimator's live streams)."""
+
+    def __init__(self, periods_ns: dict[str, int]) -> None:
+        self.periods_ns = periods_ns
+        self.restart()
+
+    def restart(self) -> None:
+        """Forget the topics (a time jump: stamps in a new time base)."""
+        self._topics: dict[str, list] = {}      # topic -> [newest stamp, delays, heard (s)]
+
+    def note(self, topic: str, stamp_ns: int, received_ns: int, now: float) -> None:
+        """The newest message of ``topic`` a tick took: stamped ``stamp_ns``, received at
+        ``received_ns`` (system clock ns), taken at ``now`` (monotonic s)."""
+        t = self._topics.get(topic)
+        if t is None:
+            t = self._topics[topic] = [stamp_ns, deque(maxlen=self.DELAYS), now]
+        t[0] = max(t[0], stamp_ns)
+        t[1].append(received_ns - stamp_ns)
+        t[2] = now
+
+    def arrival(self, stamp_ns: int, now: float) -> float | None:
+        """Monotonic s at which every live topic has delivered a message stamped ``stamp_ns`` or
+        later (in the past if they have; None: no topic heard)."""
+        due = None
+        for topic, (newest, delays, heard) in self._topics.items():
+            if now - heard > self.LIVE:
+                continue
+            period = self.periods_ns.get(topic, 0)
+            ahead = stamp_ns - newest
+            if ahead > 0 and period > 0:
+                ahead = -(-ahead // period) * period
+            delay = sorted(delays)[int(self.QUANTILE * (len(delays) - 1))]
+            sys_ns = newest + max(ahead, 0) + delay
+            due = sys_ns if due is None else max(due, sys_ns)
+        if due is None:
+            return None
+        return now + (due - time.time_ns()) * 1e-9
 
 
 def receive_times(received: list[int], now_ns: int) -> list[int]:

@@ -55,7 +55,9 @@ ESTIMATOR_PARAMETERS: tuple[ParameterSpec, ...] = (
                   "this many messages while the node is busy; 1000 = 1 s of a 1 kHz encoder)",
                   "messages", 1, 100000),
     ParameterSpec("intake_period", float, 0.0, "the sensor subscriptions are taken this often "
-                  "while data flows (one wake-up for every message waiting); 0: the keyframe period",
+                  "while data flows (one wake-up for every message waiting; a tick is aimed at the arrival of "
+                  "the readings that let the next estimates out, at most this long after the last); 0: the "
+                  "estimator's update period (keyframes_per_update keyframe periods)",
                   "s", 0.0, 0.1),
     ParameterSpec("max_queue", int, 100000, "readings that may wait for the estimator; beyond it "
                   "readings are dropped and counted (ERROR on /diagnostics)", "readings", 1, 10000000),

@@ -70,3 +70,14 @@ def test_a_step_carries_each_sensors_current_innovation_scale(est):
     s.set_mean_abs(4.2)
     est.inbox.take(0, est._p, sch)
     assert est._p[est.layout.block("crank_encoder").mean_abs] == 4.2
+
+
+def test_the_next_estimates_wait_for_the_newest_keyframe_of_the_next_update(est):
+    assert est.next_estimate_stamp() is None                  # no run yet
+    sch = est.schedule
+    sch.open(0.0)
+    assert est.next_estimate_stamp() == pytest.approx(sch.time(sch.closed + est.keyframes_per_update))
+    est.keyframes_per_update = 3                              # three keyframes per ISAM2 update,
+    est.group.append(None)                                    # one of them closed already
+    assert est.next_estimate_stamp() == pytest.approx(sch.time(sch.closed + 2))
+    est.group.clear()

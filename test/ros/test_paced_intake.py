@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from mbfg_ros.ros.paced_intake import BURST, IntakeSchedule, receive_times
+from mbfg_ros.ros.paced_intake import BURST, ArrivalClock, IntakeSchedule, receive_times
 from mbfg_ros.ros.processes import ros_environment
 
 PROBE = textwrap.dedent("""
@@ -85,3 +85,38 @@ def test_receive_times_move_each_message_back_by_its_age():
     got = receive_times([now_sys - 5_000_000, 0], 1_000_000_000)
     assert 1_000_000_000 - 6_000_000 < got[0] <= 1_000_000_000 - 5_000_000
     assert got[1] == 1_000_000_000                    # unknown: now
+
+
+def test_a_tick_is_aimed_at_most_a_period_ahead_and_retried_soon_when_late():
+    schedule = IntakeSchedule(0.004)
+    schedule.next = 10.004
+    schedule.aim(None, 10.0)                          # nothing known: the period's tick stays
+    assert schedule.next == 10.004
+    schedule.aim(10.001, 10.0)
+    assert schedule.next == 10.001
+    schedule.aim(10.1, 10.0)                          # never more than a period ahead
+    assert schedule.next == pytest.approx(10.004)
+    schedule.aim(9.99, 10.0)                          # due already (the readings are late)
+    assert schedule.next == pytest.approx(10.0 + IntakeSchedule.RETRY * 0.004)
+
+
+def test_the_arrival_clock_waits_for_every_live_topics_next_stamp():
+    import time
+    ms = 1_000_000
+    clock = ArrivalClock({"/enc": 1 * ms, "/cell": 5 * ms})
+    now = 100.0
+    assert clock.arrival(10_000 * ms, now) is None    # nothing heard yet
+    received = time.time_ns() - 1 * ms                # both delivered 1 ms ago, stamped s0
+    s0 = 10_000 * ms
+    clock.note("/enc", s0, received, now)
+    clock.note("/cell", s0, received, now)
+    # stamp s0 + 2.5 ms: the encoder's s0 + 3 ms (2 ms from now), the load cell's s0 + 5 ms (4 ms)
+    assert clock.arrival(s0 + 5 * ms // 2, now) == pytest.approx(now + 0.004, abs=0.002)
+    assert clock.arrival(s0, now) < now               # delivered already
+    clock.note("/cell", s0 + 5 * ms, received + 5 * ms - ms // 2, now)   # a faster delivery
+    assert clock.arrival(s0 + 9 * ms, now) == pytest.approx(now + 0.0075 + 0.001, abs=0.002)
+    later = now + 2 * ArrivalClock.LIVE               # only the encoder still heard: the load
+    clock.note("/enc", s0 + 10 * ms, received + 10 * ms, later)      # cell is not waited for
+    assert clock.arrival(s0 + 12 * ms, later) == pytest.approx(later + 0.011, abs=0.002)
+    clock.restart()                                   # a time jump: nothing known
+    assert clock.arrival(s0, now) is None
