@@ -189,6 +189,11 @@ def test_rig_and_estimator_track_with_one_core_kept_busy(busy_core, tmp_path):
         run.wait_for_rig(timeout=180)
         run.wait_caught_up(timeout=180)
         run.monitor.wait_for(lambda m: m.node_status("solver") is not None, 5.0)
+
+        def all_counted(m) -> bool:        # /diagnostics comes once a second: the one after the last reading
+            s = m.sensor_status().get("crank_encoder")
+            return s is not None and int(s.values["received"]) == 6000
+        run.monitor.wait_for(all_counted, 10.0)
         err = run.monitor.tracking(after=2.0)["crank_joint"]
         assert err["samples"] > 500, run.logs_tail()
         assert err["q_rmse"] < 0.01 and err["v_rmse"] < 0.05, (err, run.logs_tail())
