@@ -15,7 +15,11 @@ made robust: per sensor the mean |whitened innovation| (``SensorStream.innovatio
 as sum_s log(mean_s) (the mean square picked 0.01 on one acrobot run whose best is 0.1). It
 does so only when the innovations say the noises are wrong: if, at
 :data:`SETTLE` s after the run started, some encoder's running innovation scale exceeds
-:data:`TRIGGER` sigmas (``model_uncertainty.trigger``; 0: always), candidate estimators with fixed scales (a geometric grid from
+``model_uncertainty.trigger`` sigmas (default 1.5; 0: always: on the simulated rigs of
+tools/replay_fingerprint.py with their true noises the encoders sit at 1.00-1.12 there, on the
+DFKI double pendulum's recordings at 1.7-5.9; gyros are not judged: a gyro-only crank's start
+search keeps its gyro at 2.1-2.6 at 1 s on a simulated rig whose noises are right), candidate
+estimators with fixed scales (a geometric grid from
 ``model_uncertainty.max`` down to ``min``, ratio :data:`GRID_RATIO`) replay the readings so far
 and then take every new one, alongside, until ``model_uncertainty.seconds`` s after the start;
 the estimator uses the candidates' best scale so far, and after that holds it (the candidates
@@ -50,14 +54,6 @@ from mbfg_ros.model.config import ModelUncertaintyConfig
 
 SETTLE = 1.0
 """s after the run's first reading at which the innovations are judged."""
-
-TRIGGER = ModelUncertaintyConfig.trigger
-"""sigmas (``model_uncertainty.trigger``'s default): an encoder's running innovation scale above
-this at SETTLE starts the search (0: it always runs). On the
-simulated rigs of tools/replay_fingerprint.py with their true noises the encoders sit at
-1.00-1.12 there; on the DFKI double pendulum's recordings at 1.7-5.9. Gyros are not judged: a
-gyro-only crank's start search keeps its gyro at 2.1-2.6 at 1 s on a simulated rig whose noises
-are right."""
 
 SKIP = 0.25
 """s at each candidate's start whose innovations are not scored."""

@@ -19,16 +19,13 @@ import os
 import re
 from pathlib import Path
 
-from mbfg_ros.model.parameters import Parameter
+from mbfg_ros.model.parameters import DYNAMICS_GROUPS, Parameter
 from mbfg_ros.model.yaml_edit import YamlTextEdits, float_text, yaml_number
 
 DIGITS = 6
 """Significant digits of the numbers written."""
 NONNEGATIVE = ("viscous", "coulomb", "armature")
 """Joint fields the config holds at or above 0."""
-MODEL_GROUPS = ("inertia", "friction", "armature", "offset")
-"""Parameter groups of the equations of motion: a config with any of them identified searches its
-model uncertainty from the start (:func:`_search_always`)."""
 
 
 def _text(x: float) -> str:
@@ -73,7 +70,7 @@ def write_identified_config(source: str | Path, out: str | Path, values: dict[Pa
         elif par.group == "gyro":
             kind, _ = par.field.split("_")
             sensors.setdefault(par.owner, {}).setdefault(kind, {})[par.axis] = value
-    if any(par.group in MODEL_GROUPS for par in values):     # (first: its edit may be at the end too)
+    if any(par.group in DYNAMICS_GROUPS for par in values):     # (first: its edit may be at the end too)
         _search_always(doc, put, changed)
     # joints
     section = get(doc.root, "joints")
