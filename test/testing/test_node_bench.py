@@ -73,7 +73,8 @@ def test_reading_counts_from_the_final_diagnostics():
 def _run(case="x", **figures) -> dict:
     """A run's figures as run_case gives them (the table's columns), ``figures`` replacing some."""
     r = {"case": case, "keyframe_rate": 200.0, "node_cpu_per_s": 0.5, "estimator_cpu_per_s": 0.05,
-         "overhead_ratio": 10.0, "e2e_p50_ms": 2.0, "e2e_p99_ms": 9.0, "e2e_max_ms": 30.0,
+         "overhead_ratio": 10.0, "estimator_paced_cpu_per_s": 0.1, "overhead_ratio_paced": 5.0,
+         "e2e_p50_ms": 2.0, "e2e_p99_ms": 9.0, "e2e_max_ms": 30.0,
          "readings_taken": 3000, "dropped": 0, "lost": 0, "player_cpu_per_s": 0.08,
          "player_late_p99_ms": 1.0,
          "load_before": [1.0, 1.0, 1.0], "load_after": [1.5, 1.0, 1.0]}
@@ -106,7 +107,8 @@ def test_bad_node_options_print_one_line_and_exit_2(argv, message, capsys):
     assert len(err) == 1 and err[0].startswith("error: ") and message in err[0]
 
 
-KEYS = ("node_cpu_per_s", "estimator_cpu_per_s", "overhead_ratio", "e2e_p50_ms", "e2e_p99_ms",
+KEYS = ("node_cpu_per_s", "estimator_cpu_per_s", "overhead_ratio", "estimator_paced_cpu_per_s",
+        "overhead_ratio_paced", "e2e_p50_ms", "e2e_p99_ms",
         "e2e_max_ms", "e2e_sent_p99_ms", "dropped", "lost", "readings_taken", "readings_sent",
         "player_cpu_per_s", "load_before", "load_after")
 
@@ -127,7 +129,8 @@ def test_node_benchmark_smoke(tmp_path, capsys):
     assert not missing, missing
     assert r["readings_sent"] == 2500 + 500                         # 1 kHz encoder + 200 Hz load cell
     assert r["readings_taken"] > 0 and r["estimates_received"] > 0 and r["messages_sent"] == 3000
-    assert r["node_cpu_per_s"] > 0 and r["estimator_cpu_per_s"] > 0
+    assert r["node_cpu_per_s"] > 0 and r["estimator_cpu_per_s"] > 0 and r["estimator_paced_cpu_per_s"] > 0
+    assert r["estimator_paced_wall_s"] >= 2.4                      # fed at the bag's pace
 
     # the player refuses to play to nobody: one line naming the topics, exit 3
     from mbfg_ros.ros.processes import ros_environment
