@@ -9,10 +9,12 @@ Two limits, both on the monotonic clock (s):
   thread, which is what the caller's next tick waits for.
 - :class:`PieceCost`: the work comes in indivisible pieces of very different cost (a reading a
   candidate estimator merely queues: microseconds; one that closes a keyframe and runs an ISAM2
-  update: about a millisecond, more with a relinearisation; building a candidate: 1-6 ms). A
-  costly piece starts only if its recent cost (a high quantile) fits in the time left, so it does
-  not run past the caller's deadline. After :data:`PieceCost.PATIENCE` refusals in a row it
-  starts anyway (the work must end, also when no slot is ever long enough).
+  update: about a millisecond, more with a relinearisation; building a candidate: 1-2 ms). A
+  costly piece starts only if its recent cost (a high quantile of its thread's CPU time: on a
+  loaded machine the wall time of a piece holds whatever else ran meanwhile, and a history of
+  those would refuse every slot) fits in the time left, so it does not run past the caller's
+  deadline. After :data:`PieceCost.PATIENCE` refusals in a row it starts anyway (the work must
+  end, also when no slot is ever long enough).
 
 No ROS.
 """
@@ -78,7 +80,7 @@ class PieceCost:
         return False
 
     def took(self, seconds: float) -> None:
-        """A piece took ``seconds``."""
+        """A piece took ``seconds`` (CPU)."""
         self.costs.append(seconds)
         self.estimate = float(np.percentile(self.costs, self.QUANTILE))
         self.refused = 0

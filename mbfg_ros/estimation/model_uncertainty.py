@@ -39,9 +39,13 @@ In the background (``background``, the live node): the candidates take no readin
 estimator's; they are built and work through the queue only in the time the node has spare
 between its intake ticks (:meth:`ModelUncertainty.work`, checked before each reading of each
 candidate), on the readings up to the first one at or after ``seconds`` (no later one is queued),
-so the search costs the node no latency and no CPU it does not have: the scale is chosen from
-the same readings, and held, once they are all through (later than in a replay when the node
-has little time spare; the estimator meanwhile uses the best of those that have caught up).
+and at most ``background_share`` of a core on average (:class:`.WorkShare`); a costly piece
+(building a candidate, a reading that closes one of its keyframes: :meth:`Estimator.may_close`)
+starts only if its recent cost fits before the deadline (:class:`.PieceCost`). So the search
+costs the node no latency and a bounded share of a core: the scale is chosen from the same
+readings, and held, once they are all through (later than in a replay: on the panda at the
+default share, about two minutes; the estimator meanwhile uses the best of those that have
+caught up).
 """
 from __future__ import annotations
 
@@ -208,10 +212,10 @@ class ModelUncertainty:
             t = time.monotonic()
             if not self._build_cost.fits(stop - t):
                 return False
-            c = scales[len(self.candidates)]
+            c, cpu = scales[len(self.candidates)], time.thread_time()
             self.candidates.append((c, self.make_candidate(c)))
             self.taken.append(0)
-            self._build_cost.took(time.monotonic() - t)
+            self._build_cost.took(time.thread_time() - cpu)
         return True
 
     def _settle(self, over: bool) -> None:
@@ -239,11 +243,13 @@ class ModelUncertainty:
                     if t >= deadline:
                         return
                     costly = est.may_close(sensor, stamp)     # only if its cost fits
-                    if costly and not self._close_cost.fits(deadline - t):
-                        return
+                    if costly:
+                        if not self._close_cost.fits(deadline - t):
+                            return
+                        cpu = time.thread_time()
                 est.take_sample(sensor, stamp, value)
                 if costly:
-                    self._close_cost.took(time.monotonic() - t)
+                    self._close_cost.took(time.thread_time() - cpu)
                 self.taken[i] += 1
                 budget -= 1
 
