@@ -78,7 +78,7 @@ the candidates catch up, then (1 + candidates) times."""
 
 BUILD_GUESS = 0.002
 """s: the cost of building a candidate estimator assumed before one was built (the panda's:
-1.5 ms median, up to 6)."""
+1.4-1.8 ms of CPU)."""
 
 CLOSE_GUESS = 0.001
 """s: the cost of a candidate's reading that closes a keyframe assumed before one was timed."""
