@@ -44,7 +44,7 @@ and at most ``background_share`` of a core on average (:class:`.WorkShare`); a c
 starts only if its recent cost fits before the deadline (:class:`.PieceCost`). So the search
 costs the node no latency and a bounded share of a core: the scale is chosen from the same
 readings, and held, once they are all through (later than in a replay: on the panda at the
-default share, about two minutes; the estimator meanwhile uses the best of those that have
+default share, about 3 minutes on a quiet machine; the estimator meanwhile uses the best of those that have
 caught up).
 """
 from __future__ import annotations
