@@ -192,6 +192,18 @@ class Estimator:
             u.work(deadline)
             u.apply(self)
 
+    def may_close(self, sensor: str, stamp: float) -> bool:
+        """Whether taking a reading of ``sensor`` at ``stamp`` (as :meth:`take_sample` gets it)
+        may close a keyframe, the costly readings (linearising, an ISAM2 update): before the run
+        has started, or when it lets the next keyframe close. Changes nothing."""
+        sch = self.schedule
+        if not sch.started:
+            return True
+        if stamp < sch.t_next:
+            return False
+        s = self.gate.sensors.get(sensor)
+        return s is None or sch.ready_with(s, stamp)
+
     def add_sample(self, sensor: str, stamp: float, value) -> str:
         """Feed one sample: the reading of ``sensor`` stamped ``stamp`` (s), taken at ``stamp``
         minus the sensor's ``time_offset`` (its clock's lag, the config's; 0 by default), the

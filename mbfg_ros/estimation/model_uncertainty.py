@@ -39,9 +39,13 @@ In the background (``background``, the live node): the candidates take no readin
 estimator's; they are built and work through the queue only in the time the node has spare
 between its intake ticks (:meth:`ModelUncertainty.work`, checked before each reading of each
 candidate), on the readings up to the first one at or after ``seconds`` (no later one is queued),
-so the search costs the node no latency and no CPU it does not have: the scale is chosen from
-the same readings, and held, once they are all through (later than in a replay when the node
-has little time spare; the estimator meanwhile uses the best of those that have caught up).
+and at most ``background_share`` of a core on average (:class:`.WorkShare`); a costly piece
+(building a candidate, a reading that closes one of its keyframes: :meth:`Estimator.may_close`)
+starts only if its recent cost fits before the deadline (:class:`.PieceCost`). So the search
+costs the node no latency and a bounded share of a core: the scale is chosen from the same
+readings, and held, once they are all through (later than in a replay: on the panda at the
+default share, about 3 minutes on a quiet machine; the estimator meanwhile uses the best of those that have
+caught up).
 """
 from __future__ import annotations
 
@@ -50,6 +54,7 @@ import time
 
 import numpy as np
 
+from mbfg_ros.estimation.background_work import PieceCost, WorkShare
 from mbfg_ros.model.config import ModelUncertaintyConfig
 
 SETTLE = 1.0
@@ -69,6 +74,14 @@ CATCH_UP = 4
 """readings per candidate the candidates take at most in all per reading the estimator takes:
 the search costs up to (1 + CATCH_UP x candidates) times the estimator's work per reading while
 the candidates catch up, then (1 + candidates) times."""
+
+
+BUILD_GUESS = 0.002
+"""s: the cost of building a candidate estimator assumed before one was built (the panda's:
+1.4-1.8 ms of CPU)."""
+
+CLOSE_GUESS = 0.001
+"""s: the cost of a candidate's reading that closes a keyframe assumed before one was timed."""
 
 
 def candidate_scales(cfg: ModelUncertaintyConfig) -> list[float]:
@@ -98,6 +111,9 @@ class ModelUncertainty:
         self.searched = False
         self.background = False            # the candidates work only in work() (module docstring)
         self._horizon = False              # background: the reading at ``seconds`` is queued, no more are
+        self._share = WorkShare(cfg.background_share)    # background: work()'s share of a core
+        self._build_cost = PieceCost(BUILD_GUESS)         # background: building a candidate
+        self._close_cost = PieceCost(CLOSE_GUESS)         # background: a reading that closes a keyframe
 
     @classmethod
     def of(cls, est, model_scale: float | None, **start) -> "ModelUncertainty | None":
@@ -172,18 +188,35 @@ class ModelUncertainty:
 
     def work(self, deadline: float) -> None:
         """In the background: the candidates are built and take queued readings until
-        ``deadline`` (``time.monotonic()`` s) or they are through the queue."""
+        ``deadline`` (``time.monotonic()`` s), the search's share of a core
+        (``background_share``: :class:`.WorkShare`) is used up, or they are through the queue.
+        A costly piece (building a candidate, a reading that closes one of its keyframes) starts
+        only if its recent cost fits before then (:class:`.PieceCost`)."""
         if self.state != "searching":
             return
+        start = time.monotonic()
+        stop = min(deadline, self._share.until(start))
+        try:
+            if self._build(stop):
+                self._catch_up(math.inf, stop)
+        finally:
+            self._share.spent(time.monotonic() - start)
+        if len(self.candidates) == len(candidate_scales(self.cfg)):
+            self._settle(self._horizon)
+
+    def _build(self, stop: float) -> bool:
+        """Build the candidates not built yet, one at a time, until ``stop`` (monotonic s);
+        whether they all are."""
         scales = candidate_scales(self.cfg)
-        while len(self.candidates) < len(scales):          # one estimator at a time
-            if time.monotonic() >= deadline:
-                return
-            c = scales[len(self.candidates)]
+        while len(self.candidates) < len(scales):
+            t = time.monotonic()
+            if not self._build_cost.fits(stop - t):
+                return False
+            c, cpu = scales[len(self.candidates)], time.thread_time()
             self.candidates.append((c, self.make_candidate(c)))
             self.taken.append(0)
-        self._catch_up(math.inf, deadline)
-        self._settle(self._horizon)
+            self._build_cost.took(time.thread_time() - cpu)
+        return True
 
     def _settle(self, over: bool) -> None:
         """The best scale of the candidates that have caught up; once all have, the queue
@@ -203,10 +236,20 @@ class ModelUncertainty:
         timed = deadline != math.inf
         for i, (_, est) in enumerate(self.candidates):
             while self.taken[i] < len(self.buffer) and budget > 0:
-                if timed and time.monotonic() >= deadline:
-                    return
                 sensor, stamp, value = self.buffer[self.taken[i]]
+                costly = False
+                if timed:
+                    t = time.monotonic()
+                    if t >= deadline:
+                        return
+                    costly = est.may_close(sensor, stamp)     # only if its cost fits
+                    if costly:
+                        if not self._close_cost.fits(deadline - t):
+                            return
+                        cpu = time.thread_time()
                 est.take_sample(sensor, stamp, value)
+                if costly:
+                    self._close_cost.took(time.thread_time() - cpu)
                 self.taken[i] += 1
                 budget -= 1
 

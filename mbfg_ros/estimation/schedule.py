@@ -102,6 +102,16 @@ class KeyframeSchedule:
                     return False
         return any_live
 
+    def ready_with(self, stream: SensorStream, stamp: float) -> bool:
+        """Whether taking a reading of ``stream`` stamped ``stamp`` would let the next keyframe
+        close (:meth:`next_ready` with it counted; nothing changes)."""
+        latest, last = self.latest, stream.run_last
+        self.latest, stream.run_last = max(latest, stamp), max(last, stamp)
+        try:
+            return self.next_ready()
+        finally:
+            self.latest, stream.run_last = latest, last
+
 
 class StepInbox:
     """Readings waiting for their keyframe, written at arrival straight into the parameter

@@ -175,12 +175,15 @@ class ModelUncertaintyConfig:
     seconds: s of each run (after a start or a restart) over which it is chosen; then held.
     trigger: sigmas; the search starts when an encoder's running innovation scale is above it 1 s
     into the run (the noises are wrong); 0: it always runs (``mbfg identify`` writes 0: the
-    configured noises were chosen for the model before identification)."""
+    configured noises were chosen for the model before identification).
+    background_share: of one core, the most the search may use on average in a live node (where it
+    runs in the time spare between intake ticks); 1: all the spare time. Replays ignore it."""
     adapt: bool = True
     min: float = 0.01
     max: float = 1.0
     seconds: float = 6.0
     trigger: float = 1.5
+    background_share: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -350,7 +353,9 @@ def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
         min=mu.float("min", dm.min, positive=True, min=NOISE_RANGE[0], max=1.0),
         max=mu.float("max", dm.max, positive=True, min=1.0, max=NOISE_RANGE[1]),
         seconds=mu.float("seconds", dm.seconds, nonnegative=True, max=1e6, unit="s"),
-        trigger=mu.float("trigger", dm.trigger, nonnegative=True, max=1e6, unit="sigma"))
+        trigger=mu.float("trigger", dm.trigger, nonnegative=True, max=1e6, unit="sigma"),
+        background_share=mu.float("background_share", dm.background_share, positive=True, max=1.0,
+                                  unit="of one core"))
     mu.finish()
     d = EstimatorConfig()
     jitter_auto = e.raw("stamp_jitter", "auto") == "auto"

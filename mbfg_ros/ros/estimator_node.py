@@ -206,6 +206,7 @@ class EstimatorNode(NodeIntake, EstimateOutputs, Node):
         self._intake_timer = self.create_timer(self._schedule.period, self._intake_burst, clock=steady)
         self._intake_timer.cancel()
         self._taken_at = -math.inf               # steady s: the last tick that took a message
+        self._search_seen = ("watching", 0.0)     # the model uncertainty's state, since (steady s)
         self._switching: dict[str, str] = {}      # load-cell topics changing message type
         if any(len(types) > 1 for types in self.router.topics.values()):
             self._type_timer = self.create_timer(1.0, self._follow_publisher_types, clock=steady)

@@ -75,6 +75,20 @@ class NodeIntake:
                 self._schedule.aim(self._next_estimate_due() if taken else None, now)
                 with self._lock:
                     self.estimator.spare_time(self._schedule.next - self.SPARE_MARGIN)
+                self._note_search(now)
+
+    def _note_search(self, now: float) -> None:
+        """Log when the model uncertainty's search (run in the spare time) holds its scale, and
+        how long it took (steady ``now``, s)."""
+        u = self.estimator.uncertainty
+        if u is None or u.state == self._search_seen[0]:
+            return
+        if u.state == "held" and self._search_seen[0] == "searching":
+            self.get_logger().info(
+                f"model uncertainty: scale {u.scale:.3g} held; its search took {now - self._search_seen[1]:.1f} s "
+                f"in the spare time (at most {u.cfg.background_share:g} of a core: "
+                "estimator.model_uncertainty.background_share)")
+        self._search_seen = (u.state, now)
 
     ARRIVAL_MARGIN = 0.0002
     """s after the readings of the next estimate are due (:meth:`_next_estimate_due`) at which

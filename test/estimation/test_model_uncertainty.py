@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import numpy as np
 import pytest
@@ -90,11 +91,12 @@ def _sys_id_readings(until: float):
 
 def test_in_the_background_the_search_works_only_in_spare_time_and_holds_the_same_scale():
     """A live node's search (``background``): no candidate takes a reading inside the
-    estimator's; given spare time, the candidates work through the readings up to ``seconds``
-    (no later one is queued) and hold the scale the synchronous search holds."""
+    estimator's; given spare time (and all of a core: ``background_share`` 1), the candidates
+    work through the readings up to ``seconds`` (no later one is queued) and hold the scale the
+    synchronous search holds."""
     mech = load_mechanism(CONFIG / "double_pendulum.yaml")
     cfg = dataclasses.replace(mech.config.estimator,
-                              model_uncertainty=ModelUncertaintyConfig(seconds=1.5))
+                              model_uncertainty=ModelUncertaintyConfig(seconds=1.5, background_share=1.0))
     readings = _sys_id_readings(2.0)
     sync = Estimator(mech, cfg, freeze_gc=False)
     for sensor, t, q in readings:
@@ -112,6 +114,59 @@ def test_in_the_background_the_search_works_only_in_spare_time_and_holds_the_sam
     assert CountingEstimator.taken == 0 and mu.state == "searching"
     est.spare_time(math.inf)
     assert mu.state == "held" and est.model_scale == sync.model_scale
+
+
+def test_in_the_background_the_search_takes_at_most_its_share_of_a_core():
+    """Ticks 4 ms apart for 0.6 s of wall time, each leaving its whole period spare: the search
+    works in at most ``background_share`` of that time (plus one piece that overran: none starts
+    that does not fit, :class:`.PieceCost`), but does work; the same search with all of a core
+    works several times as much. Wall time, as the budget counts it: it holds under load too."""
+    mech = load_mechanism(CONFIG / "double_pendulum.yaml")
+    readings = _sys_id_readings(1.6)
+
+    def run(share: float) -> tuple[float, int]:
+        cfg = dataclasses.replace(mech.config.estimator, model_uncertainty=ModelUncertaintyConfig(
+            seconds=1.5, background_share=share))
+        est = CountingEstimator(mech, cfg, freeze_gc=False)
+        est.uncertainty.background = True
+        for sensor, t, q in readings:
+            est.add_sample(sensor, t, [q])
+        CountingEstimator.taken = 0
+        inside, start = 0.0, time.monotonic()
+        while time.monotonic() - start < 0.6:
+            deadline = time.monotonic() + 0.004
+            t0 = time.monotonic()
+            est.spare_time(deadline)
+            inside += time.monotonic() - t0
+            time.sleep(max(0.0, deadline - time.monotonic()))
+        assert est.uncertainty.state == "searching"       # (not through: the bound is the share's)
+        return inside / (time.monotonic() - start), CountingEstimator.taken
+
+    used, taken = run(0.1)
+    assert 0 < used <= 0.1 + 0.05 and taken > 0
+    used_all, taken_all = run(1.0)
+    assert used_all > 2 * used and taken_all > 2 * taken
+
+
+def test_may_close_foretells_every_reading_that_closes_a_keyframe():
+    """:meth:`Estimator.may_close` (the background search's costly readings): every reading that
+    closes a keyframe was foretold, and it changes nothing (the same estimates as without it)."""
+    mech = load_mechanism(CONFIG / "double_pendulum.yaml")
+    readings = _sys_id_readings(0.5)
+    plain, est = Estimator(mech, freeze_gc=False), Estimator(mech, freeze_gc=False)
+    foretold = closing = 0
+    for sensor, t, q in readings:
+        plain.add_sample(sensor, t, [q])
+        may = est.may_close(sensor, t)
+        before = est.schedule.closed
+        est.add_sample(sensor, t, [q])
+        if est.schedule.closed != before:
+            closing += 1
+            assert may
+        foretold += may
+    assert closing > 50 and foretold < 3 * closing
+    a, b = plain.pop_estimates(), est.pop_estimates()
+    assert len(a) == len(b) and all(np.array_equal(x.q, y.q) and np.array_equal(x.v, y.v) for x, y in zip(a, b))
 
 
 def test_a_reset_starts_a_search_not_over_yet_again_instead_of_bridging_the_gap():

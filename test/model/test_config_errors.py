@@ -123,6 +123,16 @@ def test_model_error_random_walk_is_checked(tmp_path, capsys):
     check_fails(capsys, p, "estimator.model_error.randomwalk", "unknown field")
 
 
+def test_the_search_share_of_a_core_is_read_and_bounded(tmp_path, capsys):
+    from mbfg_ros.model.config import parse_rig_config
+    doc = yaml.safe_load((CONFIG / "four_bar.yaml").read_text())
+    doc["estimator"]["model_uncertainty"] = {"background_share": 0.25}
+    assert parse_rig_config(doc, source=CONFIG / "four_bar.yaml").estimator.model_uncertainty.background_share == 0.25
+    for bad in (0, 1.5):
+        p = write_config(tmp_path, lambda d: d["estimator"].update(model_uncertainty={"background_share": bad}))
+        check_fails(capsys, p, "estimator.model_uncertainty.background_share", str(bad))
+
+
 def test_model_error_is_read():
     from mbfg_ros.model.config import ModelErrorConfig, parse_rig_config
     doc = yaml.safe_load((CONFIG / "four_bar.yaml").read_text())
