@@ -1,6 +1,8 @@
 """The keyframe inbox: readings written at arrival into the parameter rows of their keyframes."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -123,27 +125,32 @@ def test_a_keyframe_waits_only_for_the_readings_that_fall_in_it():
 
 
 def test_fast_crank_estimates_come_out_when_the_fast_sensors_allow():
-    """Fed in stamp order, the fast crank's estimates (400 Hz keyframes, two per ISAM2 update;
-    encoder 1 kHz, gyro 400 Hz, load cell 200 Hz) come out at most one keyframe period after their
-    stamps (the first of a pair waits for the second; before, the load cell's next reading held
-    every other keyframe back another period), and every reading is used in its own step."""
+    """Fed in stamp order, the fast crank's estimates (400 Hz keyframes; encoder 1 kHz, gyro 400
+    Hz, load cell 200 Hz) come out as soon as their keyframe's readings are in: with two keyframes
+    per ISAM2 update (the auto setting before) at most one keyframe period after their stamps (the
+    first of a pair waits for the second; before, the load cell's next reading held every other
+    keyframe back another period), with one (auto now) at once; every reading is used in its own
+    step."""
     from conftest import mechanism
     from support.replay_bags import simulated_messages
     from mbfg_ros.io.sensor_inputs import InputRouter
     from mbfg_ros.io.topic_names import resolve_topic
     mech = mechanism("fast_crank")
     router = InputRouter(mech, namespace="/")
-    est = Estimator(mech, freeze_gc=False)
-    assert est.keyframes_per_update == 2
-    epoch, waits = None, []
-    for m in simulated_messages("fast_crank", 0.3):
-        for r in router.decode(resolve_topic(m.topic), m.msgtype, m.msg):
-            epoch = epoch if epoch is not None else (r.stamp_ns // 10 ** 9) * 10 ** 9
-            t = (r.stamp_ns - epoch) * 1e-9
-            est.add_sample(r.sensor, t, r.value)
-            waits += [t - e.stamp for e in est.pop_estimates()]
-    assert len(waits) > 80
-    assert max(waits[8:]) <= est.h + 1e-9                 # (after the start-up's collection)
-    est.flush()
-    for c in est.counts().values():
-        assert c.late == c.too_old == c.discarded == c.pending == 0 and c.used == c.received
+    messages = simulated_messages("fast_crank", 0.3)
+    for per_update, longest in ((2, 1.0), (0, 0.0)):         # (0: auto, 1 at 400 Hz)
+        cfg = dataclasses.replace(mech.config.estimator, keyframes_per_update=per_update)
+        est = Estimator(mech, cfg, freeze_gc=False)
+        assert est.keyframes_per_update == (per_update or 1)
+        epoch, waits = None, []
+        for m in messages:
+            for r in router.decode(resolve_topic(m.topic), m.msgtype, m.msg):
+                epoch = epoch if epoch is not None else (r.stamp_ns // 10 ** 9) * 10 ** 9
+                t = (r.stamp_ns - epoch) * 1e-9
+                est.add_sample(r.sensor, t, r.value)
+                waits += [t - e.stamp for e in est.pop_estimates()]
+        assert len(waits) > 80
+        assert max(waits[8:]) <= longest * est.h + 1e-9      # (after the start-up's collection)
+        est.flush()
+        for c in est.counts().values():
+            assert c.late == c.too_old == c.discarded == c.pending == 0 and c.used == c.received
