@@ -4,8 +4,9 @@ Keyframes are at ``t_k = t0 + (k - k0) h``; a run starts (keyframe k0 at the ear
 once ``sensor_wait`` seconds of readings have arrived. Keyframe k is closed when no live
 stream is still due a reading stamped at or before t_k, or the newest stamp is ``sensor_wait``
 beyond it (a stream is live if it reported within the last 0.5 s of the run). A stream is due
-one while its newest stamp plus :data:`DUE_SLACK` short of its period is before t_k
-(:func:`due_lead`; its period: the config's rate, or the period its stamps show where shorter):
+one while its newest stamp plus its period, less a slack (:data:`DUE_SLACK` of it, or 4 sigmas of
+its stamps' timing error), is before t_k (:func:`due_lead`; its period: the config's rate, or the
+period its stamps show where shorter):
 a keyframe waits for the readings that fall in it, not for the next reading of a slower stream
 (a 200 Hz load cell would hold every other 400 Hz keyframe back half a load-cell period). A
 reading that comes earlier than that (its stream's stamps off by more than the slack, or a period
@@ -30,6 +31,8 @@ AUTO_GROUP_PERIOD = 0.004      # s of keyframes per ISAM2 update with keyframes_
 DUE_SLACK = 0.25
 """Of a stream's period: a reading stamped up to this much before its stream's newest stamp plus
 its period is still waited for (stamp jitter)."""
+DUE_JITTER_SIGMAS = 4.0
+"""... or up to this many standard deviations of its stamps' timing error, where that is more."""
 
 
 @dataclass
@@ -53,23 +56,27 @@ def keyframes_per_update(cfg: EstimatorConfig) -> int:
     return max(1, int(cfg.keyframe_rate * AUTO_GROUP_PERIOD + 1e-9))
 
 
-def due_lead(period: float) -> float:
+def due_lead(period: float, jitter: float = 0.0) -> float:
     """s: a stream whose newest stamp is at least this close before a keyframe (or past it) is due
-    no more readings in that keyframe: (1 - :data:`DUE_SLACK`) of its ``period`` (s; 0 unknown:
-    then it is due until it reports past the keyframe)."""
-    return (1.0 - DUE_SLACK) * period if period > 0 else 0.0
+    no more readings in that keyframe: its ``period`` (s; 0 unknown: then it is due until it
+    reports past the keyframe) less a slack, :data:`DUE_SLACK` of it or :data:`DUE_JITTER_SIGMAS`
+    times its stamps' timing error ``jitter`` (s), the larger."""
+    if period <= 0:
+        return 0.0
+    return max(0.0, period - max(DUE_SLACK * period, DUE_JITTER_SIGMAS * jitter))
 
 
 def stream_lead(s: SensorStream) -> float:
     """:func:`due_lead` of stream s: its nominal period, or the period its stamps show where shorter
-    (once :data:`~mbfg_ros.estimation.stamp_jitter.MIN_STEPS` steps are measured); 0 for commands."""
+    (once :data:`~mbfg_ros.estimation.stamp_jitter.MIN_STEPS` steps are measured), and its stamps'
+    timing error; 0 for commands."""
     if s.kind == "command":
         return 0.0
     period = s.nominal_period
     measured = s.stamps.period if s.stamps.steps >= MIN_STEPS else 0.0
     if measured > 0 and (period <= 0 or measured < period):
         period = measured
-    return due_lead(period)
+    return due_lead(period, s.jitter)
 
 
 class KeyframeSchedule:

@@ -88,8 +88,9 @@ def test_the_next_estimates_wait_for_the_newest_keyframe_of_the_next_update(est)
 def test_a_keyframe_waits_only_for_the_readings_that_fall_in_it():
     """A 200 Hz load cell holds back only the 400 Hz keyframes a reading of it falls in; an encoder
     whose next reading is due after the keyframe does not hold it; a command until it reports
-    past; a stream's period from its stamps where shorter than the config's."""
-    from mbfg_ros.estimation.schedule import DUE_SLACK, KeyframeSchedule
+    past; a stream's period from its stamps where shorter than the config's; a wider slack for
+    jittery stamps."""
+    from mbfg_ros.estimation.schedule import DUE_JITTER_SIGMAS, DUE_SLACK, KeyframeSchedule
     from mbfg_ros.estimation.sensor_streams import SensorStream
     enc = SensorStream("enc", "encoder", 0, 1, nominal_period=0.001)
     cell = SensorStream("cell", "load_cell", 0, 1, nominal_period=0.005)
@@ -119,9 +120,11 @@ def test_a_keyframe_waits_only_for_the_readings_that_fall_in_it():
     slow = SensorStream("slow", "load_cell", 0, 1, nominal_period=0.005)   # really at 1 kHz
     for i in range(30):
         slow.stamps.add(i * 1e-3)
-    sch = KeyframeSchedule([slow], 0.0025, 0.01)
+    jittery = SensorStream("jittery", "load_cell", 0, 1, stated_jitter=0.0005, nominal_period=0.005)
+    sch = KeyframeSchedule([slow, jittery], 0.0025, 0.01)
     sch.mark_closed(0)
     assert slow.lead == pytest.approx((1 - DUE_SLACK) * 1e-3)
+    assert jittery.lead == pytest.approx(0.005 - DUE_JITTER_SIGMAS * 0.0005)   # 4 sigmas > a quarter
 
 
 def test_fast_crank_estimates_come_out_when_the_fast_sensors_allow():
