@@ -11,11 +11,12 @@ burst (:class:`IntakeSchedule`) of ticks, each taking every message waiting on e
 (:func:`~mbfg_ros.ros.rclpy_compat.take_all`) and running the estimation step, sleeping in
 between (the GIL released), for :data:`BURST` s. A tick is aimed at the moment the next
 estimates can come out: when the readings the estimator waits for (every live sensor due a
-reading in the newest keyframe of its next update: :mod:`mbfg_ros.estimation.schedule`) are due, by each topic's stamps, nominal period and usual
-delivery delay (:class:`ArrivalClock`); at most an intake period later (the estimator's update
-period by default). Ticking at an arbitrary phase instead left a reading waiting half a period
-on average, and ticking every keyframe period woke the node twice per update when the estimator
-solves two keyframes at a time (the panda, the fast crank). Then it hands the thread back to the
+reading in the newest keyframe of its next update: :mod:`mbfg_ros.estimation.schedule`) are
+due, by each topic's stamps, nominal period and usual delivery delay (:class:`ArrivalClock`); at
+most an intake period later (the estimator's update period by default). Ticking at an arbitrary
+phase instead left a reading waiting half a period on average, and ticking every keyframe period
+woke the node twice per update when the estimator solves two keyframes at a time (the panda).
+Then it hands the thread back to the
 executor, which answers services, timers and events (a message lost, an incompatible QoS), and
 calls it again at once. After :data:`IDLE_AFTER` s without a message the group goes idle: the
 executor waits on the subscriptions again and the first message wakes the node, which paces
@@ -112,8 +113,8 @@ class ArrivalClock:
     """When the messages that carry a given header stamp arrive, on the monotonic clock: per
     topic, the next message the estimator waits for (the topic's newest stamp plus whole nominal
     periods, the first at or past the stamp less the topic's lead, ``leads_ns``:
-    :func:`topic_leads_ns`) plus its usual delay (receive time - header stamp; the rig's clock offset included): the
-    :data:`QUANTILE` of the delays of its newest message at the last :data:`DELAYS` ticks that
+    :func:`topic_leads_ns`) plus its usual delay (receive time - header stamp; the rig's clock
+    offset included): the :data:`QUANTILE` of the delays of its newest message at the last :data:`DELAYS` ticks that
     took one; the latest of the topics heard within :data:`LIVE`."""
 
     DELAYS = 64
