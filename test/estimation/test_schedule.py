@@ -6,7 +6,13 @@ import dataclasses
 import numpy as np
 import pytest
 
+from conftest import mechanism
+from support.replay_bags import simulated_messages
 from mbfg_ros.estimation.estimator import Estimator
+from mbfg_ros.estimation.schedule import DUE_JITTER_SIGMAS, DUE_SLACK, KeyframeSchedule
+from mbfg_ros.estimation.sensor_streams import SensorStream
+from mbfg_ros.io.sensor_inputs import InputRouter
+from mbfg_ros.io.topic_names import resolve_topic
 
 
 @pytest.fixture()
@@ -90,8 +96,6 @@ def test_a_keyframe_waits_only_for_the_readings_that_fall_in_it():
     whose next reading is due after the keyframe does not hold it; a command until it reports
     past; a stream's period from its stamps where shorter than the config's; a wider slack for
     jittery stamps."""
-    from mbfg_ros.estimation.schedule import DUE_JITTER_SIGMAS, DUE_SLACK, KeyframeSchedule
-    from mbfg_ros.estimation.sensor_streams import SensorStream
     enc = SensorStream("enc", "encoder", 0, 1, nominal_period=0.001)
     cell = SensorStream("cell", "load_cell", 0, 1, nominal_period=0.005)
     sch = KeyframeSchedule([enc, cell], 0.0025, 0.01)
@@ -134,10 +138,6 @@ def test_fast_crank_estimates_come_out_when_the_fast_sensors_allow():
     first of a pair waits for the second; before, the load cell's next reading held every other
     keyframe back another period), with one (auto now) at once; every reading is used in its own
     step."""
-    from conftest import mechanism
-    from support.replay_bags import simulated_messages
-    from mbfg_ros.io.sensor_inputs import InputRouter
-    from mbfg_ros.io.topic_names import resolve_topic
     mech = mechanism("fast_crank")
     router = InputRouter(mech, namespace="/")
     messages = simulated_messages("fast_crank", 0.3)
