@@ -92,7 +92,9 @@ class Estimator:
                                          self.integration if local_truncation else None)
         self.relinearizer = Relinearizer(cfg, self.lay.n, mechanism.dependent)
         stated = None if cfg.stamp_jitter_auto else cfg.stamp_jitter
-        self.measuring = [SensorStream(res.name, res.kind, res.index, res.dim, stated) for res in self.fn.residuals]
+        periods = {c.name: 1.0 / c.rate for c in mechanism.config.sensors.all() if c.rate > 0}
+        self.measuring = [SensorStream(res.name, res.kind, res.index, res.dim, stated, periods.get(res.name, 0.0))
+                          for res in self.fn.residuals]
         streams = self.measuring + [SensorStream(COMMAND_PREFIX + name, "command", mechanism.index[name], 1)
                                     for name in mechanism.known_input_joints]
         self.gate = SampleGate({s.name: s for s in streams})
@@ -268,7 +270,7 @@ class Estimator:
             self.inbox.put(s.slot, k, sch.closed, stamp, y, f - (k - sch.k0 - 1))
         if stamp > sch.latest:
             sch.latest = stamp
-        if stamp >= sch.t_next:
+        if stamp + s.lead >= sch.t_next:             # (it may have been the one the keyframe waited for)
             self._close_ready()
         return status
 
@@ -469,9 +471,11 @@ class Estimator:
         return self.output.last
 
     def next_estimate_stamp(self) -> float | None:
-        """s: the time every live sensor must have reported past before the next estimates come
-        out (the newest keyframe of the next ISAM2 update: ``keyframes_per_update``); None
-        before a run started. A live caller wakes when those readings are due to arrive."""
+        """s: the newest keyframe of the next ISAM2 update (``keyframes_per_update``), which the
+        next estimates wait for: for every live sensor due a reading in it, until the sensor has
+        reported within :func:`~mbfg_ros.estimation.schedule.due_lead` of it or past it
+        (:mod:`.schedule`); None before a run started. A live caller wakes when those readings
+        are due to arrive."""
         sch = self.schedule
         if not sch.started:
             return None

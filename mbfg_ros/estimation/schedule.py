@@ -1,10 +1,18 @@
 """When keyframes close, and which readings each one takes.
 
 Keyframes are at ``t_k = t0 + (k - k0) h``; a run starts (keyframe k0 at the earliest stamp seen)
-once ``sensor_wait`` seconds of readings have arrived. Keyframe k is closed when every live
-stream has reported past t_k, or the newest stamp is ``sensor_wait`` beyond it (a stream is live
-if it reported within the last 0.5 s of the run). Known-input command streams hold keyframes
-back like sensors, so a keyframe never closes before its command arrived.
+once ``sensor_wait`` seconds of readings have arrived. Keyframe k is closed when no live
+stream is still due a reading stamped at or before t_k, or the newest stamp is ``sensor_wait``
+beyond it (a stream is live if it reported within the last 0.5 s of the run). A stream is due
+one while its newest stamp plus its period, less a slack (:data:`DUE_SLACK` of it, or 4 sigmas of
+its stamps' timing error), is before t_k (:func:`due_lead`; its period: the config's rate, or the
+period its stamps show where shorter):
+a keyframe waits for the readings that fall in it, not for the next reading of a slower stream
+(a 200 Hz load cell would hold every other 400 Hz keyframe back half a load-cell period). A
+reading that comes earlier than that (its stream's stamps off by more than the slack, or a period
+shorter than the config's and not yet measured) joins its closed keyframe as a late reading
+(:mod:`.late_readings`). Known-input command streams hold keyframes back until they report past
+t_k, so a keyframe never closes before its command arrived.
 """
 from __future__ import annotations
 
@@ -14,11 +22,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from mbfg_ros.estimation.sensor_streams import SensorStream
+from mbfg_ros.estimation.stamp_jitter import MIN_STEPS
 from mbfg_ros.estimation.step_function import StepLayout
 from mbfg_ros.model.config import EstimatorConfig
 
 LIVE_WINDOW = 0.5        # s: a stream that reported within this much of the newest stamp is live
 AUTO_GROUP_PERIOD = 0.004      # s of keyframes per ISAM2 update with keyframes_per_update: 0
+DUE_SLACK = 0.25
+"""Of a stream's period: a reading stamped up to this much before its stream's newest stamp plus
+its period is still waited for (stamp jitter)."""
+DUE_JITTER_SIGMAS = 4.0
+"""... or up to this many standard deviations of its stamps' timing error, where that is more."""
 
 
 @dataclass
@@ -34,10 +48,35 @@ class GroupStep:
 
 
 def keyframes_per_update(cfg: EstimatorConfig) -> int:
-    """The configured number, or (0: auto) one per 4 ms of keyframes: 1 up to 375 Hz, 4 at 1 kHz."""
+    """The configured number, or (0: auto) one per whole 4 ms of keyframes: 1 below 500 Hz, 2 from
+    500 Hz, 4 at 1 kHz. (Rounded instead, 400 Hz solved two at a time: the first of each pair came
+    out a keyframe period later, and the fast crank's live node published 3-5 ms later at p50.)"""
     if cfg.keyframes_per_update > 0:
         return cfg.keyframes_per_update
-    return max(1, int(round(cfg.keyframe_rate * AUTO_GROUP_PERIOD)))
+    return max(1, int(cfg.keyframe_rate * AUTO_GROUP_PERIOD + 1e-9))
+
+
+def due_lead(period: float, jitter: float = 0.0) -> float:
+    """s: a stream whose newest stamp is at least this close before a keyframe (or past it) is due
+    no more readings in that keyframe: its ``period`` (s; 0 unknown: then it is due until it
+    reports past the keyframe) less a slack, :data:`DUE_SLACK` of it or :data:`DUE_JITTER_SIGMAS`
+    times its stamps' timing error ``jitter`` (s), the larger."""
+    if period <= 0:
+        return 0.0
+    return max(0.0, period - max(DUE_SLACK * period, DUE_JITTER_SIGMAS * jitter))
+
+
+def stream_lead(s: SensorStream) -> float:
+    """:func:`due_lead` of stream s: its nominal period, or the period its stamps show where shorter
+    (once :data:`~mbfg_ros.estimation.stamp_jitter.MIN_STEPS` steps are measured), and its stamps'
+    timing error; 0 for commands."""
+    if s.kind == "command":
+        return 0.0
+    period = s.nominal_period
+    measured = s.stamps.period if s.stamps.steps >= MIN_STEPS else 0.0
+    if measured > 0 and (period <= 0 or measured < period):
+        period = measured
+    return due_lead(period, s.jitter)
 
 
 class KeyframeSchedule:
@@ -73,6 +112,8 @@ class KeyframeSchedule:
         self.mark_closed(self.k0 - 1)
 
     def mark_closed(self, k: int) -> None:
+        for s in self.streams:
+            s.lead = stream_lead(s)
         self.closed = k
         self.t_closed = self.time(k)
         self.t_next = self.time(k + 1)
@@ -89,7 +130,8 @@ class KeyframeSchedule:
         return self.k0 + max(0, math.ceil((stamp - self.t0) / self.h - 1e-9))
 
     def next_ready(self) -> bool:
-        """Whether the next keyframe can close."""
+        """Whether the next keyframe can close: no live stream is due a reading in it (module
+        docstring), or the newest stamp is ``sensor_wait`` past it."""
         t = self.t_next
         if self.latest >= t + self.wait:
             return True
@@ -98,7 +140,7 @@ class KeyframeSchedule:
         for s in self.streams:
             if s.run_last >= live_since:
                 any_live = True
-                if s.run_last < t:
+                if s.run_last + s.lead < t:
                     return False
         return any_live
 

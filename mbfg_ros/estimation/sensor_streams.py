@@ -19,6 +19,9 @@ class SensorStream:
     """One input stream (``kind``: a sensor kind or command): its counts, its recent
     stamps (duplicates), its newest stamp of the run, its running innovation scale and its
     stamps' timing error (``jitter``, s: ``stated`` if given, else measured from its stamps).
+    ``nominal_period`` (s): 1 / the config's rate (0: unknown); ``lead`` (s): how close before a
+    keyframe its newest stamp may be for it to be due no more readings there
+    (:func:`~mbfg_ros.estimation.schedule.stream_lead`).
 
     ``index`` is the sensor's index in the mechanism's list of its kind (the joint index for
     known-input commands); ``dim`` the number of values per reading (3 for a gyro or an
@@ -26,8 +29,11 @@ class SensorStream:
     :class:`~mbfg_ros.estimation.schedule.StepInbox`.
     """
 
-    def __init__(self, name: str, kind: str, index: int, dim: int, stated_jitter: float | None = None) -> None:
+    def __init__(self, name: str, kind: str, index: int, dim: int, stated_jitter: float | None = None,
+                 nominal_period: float = 0.0) -> None:
         self.name, self.kind, self.index, self.dim = name, kind, index, dim
+        self.nominal_period = nominal_period
+        self.lead = 0.0
         self.stated_jitter = stated_jitter
         self.stamps = StampJitter()
         self.innovations = InnovationSum()    # scored innovations (model_uncertainty.py)

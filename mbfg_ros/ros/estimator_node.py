@@ -89,7 +89,7 @@ from mbfg_ros.ros.node_parameters import declare_node_parameters
 from mbfg_ros.ros.parameter_tables import (ESTIMATOR_PARAMETERS, check_frame, estimator_config,
                                            load_node_mechanism)
 from mbfg_ros.ros.node_intake import NodeIntake
-from mbfg_ros.ros.paced_intake import ArrivalClock, IntakeSchedule, PacedGroup
+from mbfg_ros.ros.paced_intake import ArrivalClock, IntakeSchedule, PacedGroup, topic_leads_ns
 from mbfg_ros.ros.runtime_parameters import RuntimeParameters
 from mbfg_ros.ros.sample_queue import SampleQueue
 from mbfg_ros.ros.estimate_outputs import EstimateOutputs
@@ -202,7 +202,8 @@ class EstimatorNode(NodeIntake, EstimateOutputs, Node):
         # release what the stamp order holds by time (paced_intake.py); the timer starts a burst
         self._schedule = IntakeSchedule(p["intake_period"] or self.estimator.keyframes_per_update
                                         / self.estimator.cfg.keyframe_rate)
-        self._arrivals = ArrivalClock(self.order.periods_ns)   # when a header stamp's messages arrive
+        self._arrivals = ArrivalClock(self.order.periods_ns, topic_leads_ns(     # when a header stamp's
+            self.order.periods_ns, {t: route_sensors(r) for t, r in self.router.routes.items()}))   # messages arrive
         self._intake_timer = self.create_timer(self._schedule.period, self._intake_burst, clock=steady)
         self._intake_timer.cancel()
         self._taken_at = -math.inf               # steady s: the last tick that took a message

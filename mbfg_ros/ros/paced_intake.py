@@ -10,12 +10,13 @@ keeps them out of the executor's wait set while data flows; the node's intake ti
 burst (:class:`IntakeSchedule`) of ticks, each taking every message waiting on each topic
 (:func:`~mbfg_ros.ros.rclpy_compat.take_all`) and running the estimation step, sleeping in
 between (the GIL released), for :data:`BURST` s. A tick is aimed at the moment the next
-estimates can come out: when the readings the estimator waits for (every live sensor past the
-newest keyframe of its next update) are due, by each topic's stamps, nominal period and usual
-delivery delay (:class:`ArrivalClock`); at most an intake period later (the estimator's update
-period by default). Ticking at an arbitrary phase instead left a reading waiting half a period
-on average, and ticking every keyframe period woke the node twice per update when the estimator
-solves two keyframes at a time (the panda, the fast crank). Then it hands the thread back to the
+estimates can come out: when the readings the estimator waits for (every live sensor due a
+reading in the newest keyframe of its next update: :mod:`mbfg_ros.estimation.schedule`) are
+due, by each topic's stamps, nominal period and usual delivery delay (:class:`ArrivalClock`); at
+most an intake period later (the estimator's update period by default). Ticking at an arbitrary
+phase instead left a reading waiting half a period on average, and ticking every keyframe period
+woke the node twice per update when the estimator solves two keyframes at a time (the panda).
+Then it hands the thread back to the
 executor, which answers services, timers and events (a message lost, an incompatible QoS), and
 calls it again at once. After :data:`IDLE_AFTER` s without a message the group goes idle: the
 executor waits on the subscriptions again and the first message wakes the node, which paces
@@ -30,6 +31,9 @@ from collections import deque
 
 from rclpy.callback_groups import CallbackGroup
 from rclpy.subscription import Subscription
+
+from mbfg_ros.estimation.schedule import due_lead
+from mbfg_ros.model.channels import command_joint
 
 BURST = 0.05
 """s: longest the intake keeps the executor's thread (services, parameters, the diagnostics
@@ -96,11 +100,21 @@ class IntakeSchedule:
                 return
 
 
+def topic_leads_ns(periods_ns: dict[str, int], topic_channels: dict[str, tuple[str, ...]]) -> dict[str, int]:
+    """ns per topic: how close before a keyframe its newest stamp may be for the estimator to wait
+    for no more of its messages there (:func:`~mbfg_ros.estimation.schedule.due_lead` of its
+    nominal period; 0 for a topic that carries a known-input command, which is waited for until
+    it reports past the keyframe)."""
+    return {t: 0 if any(command_joint(n) is not None for n in topic_channels.get(t, ()))
+            else int(due_lead(period * 1e-9) * 1e9) for t, period in periods_ns.items()}
+
+
 class ArrivalClock:
     """When the messages that carry a given header stamp arrive, on the monotonic clock: per
-    topic, its next stamp at or past it (the topic's newest plus whole nominal periods) plus its
-    usual delay (receive time - header stamp; the rig's clock offset included): the
-    :data:`QUANTILE` of the delays of its newest message at the last :data:`DELAYS` ticks that
+    topic, the next message the estimator waits for (the topic's newest stamp plus whole nominal
+    periods, the first at or past the stamp less the topic's lead, ``leads_ns``:
+    :func:`topic_leads_ns`) plus its usual delay (receive time - header stamp; the rig's clock
+    offset included): the :data:`QUANTILE` of the delays of its newest message at the last :data:`DELAYS` ticks that
     took one; the latest of the topics heard within :data:`LIVE`."""
 
     DELAYS = 64
@@ -114,8 +128,9 @@ class ArrivalClock:
     LIVE = 0.5
     """s: a topic not heard for this long is not waited for (as the estimator's live streams)."""
 
-    def __init__(self, periods_ns: dict[str, int]) -> None:
+    def __init__(self, periods_ns: dict[str, int], leads_ns: dict[str, int] | None = None) -> None:
         self.periods_ns = periods_ns
+        self.leads_ns = leads_ns or {}
         self.restart()
 
     def restart(self) -> None:
@@ -133,14 +148,14 @@ class ArrivalClock:
         t[2] = now
 
     def arrival(self, stamp_ns: int, now: float) -> float | None:
-        """Monotonic s at which every live topic has delivered a message stamped ``stamp_ns`` or
-        later (in the past if they have; None: no topic heard)."""
+        """Monotonic s at which every live topic has delivered a message stamped ``stamp_ns`` less
+        its lead or later (in the past if they have; None: no topic heard)."""
         due = None
         for topic, (newest, delays, heard) in self._topics.items():
             if now - heard > self.LIVE:
                 continue
             period = self.periods_ns.get(topic, 0)
-            ahead = stamp_ns - newest
+            ahead = stamp_ns - self.leads_ns.get(topic, 0) - newest
             if ahead > 0 and period > 0:
                 ahead = -(-ahead // period) * period
             delay = sorted(delays)[int(self.QUANTILE * (len(delays) - 1))]

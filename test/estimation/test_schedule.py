@@ -1,10 +1,18 @@
 """The keyframe inbox: readings written at arrival into the parameter rows of their keyframes."""
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from conftest import mechanism
+from support.replay_bags import simulated_messages
 from mbfg_ros.estimation.estimator import Estimator
+from mbfg_ros.estimation.schedule import DUE_JITTER_SIGMAS, DUE_SLACK, KeyframeSchedule
+from mbfg_ros.estimation.sensor_streams import SensorStream
+from mbfg_ros.io.sensor_inputs import InputRouter
+from mbfg_ros.io.topic_names import resolve_topic
 
 
 @pytest.fixture()
@@ -81,3 +89,71 @@ def test_the_next_estimates_wait_for_the_newest_keyframe_of_the_next_update(est)
     est.group.append(None)                                    # one of them closed already
     assert est.next_estimate_stamp() == pytest.approx(sch.time(sch.closed + 2))
     est.group.clear()
+
+
+def test_a_keyframe_waits_only_for_the_readings_that_fall_in_it():
+    """A 200 Hz load cell holds back only the 400 Hz keyframes a reading of it falls in; an encoder
+    whose next reading is due after the keyframe does not hold it; a command until it reports
+    past; a stream's period from its stamps where shorter than the config's; a wider slack for
+    jittery stamps."""
+    enc = SensorStream("enc", "encoder", 0, 1, nominal_period=0.001)
+    cell = SensorStream("cell", "load_cell", 0, 1, nominal_period=0.005)
+    sch = KeyframeSchedule([enc, cell], 0.0025, 0.01)
+    sch.restart(0)
+    sch.open(0.0)
+    enc.run_last = cell.run_last = sch.latest = 0.0
+    sch.mark_closed(0)                                    # next: 2.5 ms
+    assert not sch.next_ready()                           # the encoder's 1 and 2 ms readings are due
+    enc.run_last = sch.latest = 0.002
+    assert sch.next_ready()                               # its next (3 ms) and the cell's (5 ms) are not
+    sch.mark_closed(1)                                    # next: 5 ms
+    enc.run_last = sch.latest = 0.0045                    # (a 0.5 ms phase: its next is at 5.5 ms)
+    assert not sch.next_ready()                           # the cell's 5 ms reading is due
+    cell.run_last = 0.005 - DUE_SLACK * 0.005 + 1e-6      # stamped early, within the slack
+    assert sch.next_ready()
+    sch.latest = 0.005 + 0.01                             # sensor_wait past: closes whatever is due
+    cell.run_last = 0.0
+    assert sch.next_ready()
+    cmd = SensorStream("command:j", "command", 0, 1, nominal_period=0.005)
+    sch = KeyframeSchedule([enc, cmd], 0.0025, 0.01)
+    sch.restart(0)
+    sch.open(0.0)
+    enc.run_last = cmd.run_last = sch.latest = 0.002
+    sch.mark_closed(0)
+    assert not sch.next_ready()                           # a command: until it reports past 2.5 ms
+    slow = SensorStream("slow", "load_cell", 0, 1, nominal_period=0.005)   # really at 1 kHz
+    for i in range(30):
+        slow.stamps.add(i * 1e-3)
+    jittery = SensorStream("jittery", "load_cell", 0, 1, stated_jitter=0.0005, nominal_period=0.005)
+    sch = KeyframeSchedule([slow, jittery], 0.0025, 0.01)
+    sch.mark_closed(0)
+    assert slow.lead == pytest.approx((1 - DUE_SLACK) * 1e-3)
+    assert jittery.lead == pytest.approx(0.005 - DUE_JITTER_SIGMAS * 0.0005)   # 4 sigmas > a quarter
+
+
+def test_fast_crank_estimates_come_out_when_the_fast_sensors_allow():
+    """Fed in stamp order, the fast crank's estimates (400 Hz keyframes; encoder 1 kHz, gyro 400
+    Hz, load cell 200 Hz) come out as soon as their keyframe's readings are in: with two keyframes
+    per ISAM2 update (the auto setting before) at most one keyframe period after their stamps (the
+    first of a pair waits for the second; before, the load cell's next reading held every other
+    keyframe back another period), with one (auto now) at once; every reading is used in its own
+    step."""
+    mech = mechanism("fast_crank")
+    router = InputRouter(mech, namespace="/")
+    messages = simulated_messages("fast_crank", 0.3)
+    for per_update, longest in ((2, 1.0), (0, 0.0)):         # (0: auto, 1 at 400 Hz)
+        cfg = dataclasses.replace(mech.config.estimator, keyframes_per_update=per_update)
+        est = Estimator(mech, cfg, freeze_gc=False)
+        assert est.keyframes_per_update == (per_update or 1)
+        epoch, waits = None, []
+        for m in messages:
+            for r in router.decode(resolve_topic(m.topic), m.msgtype, m.msg):
+                epoch = epoch if epoch is not None else (r.stamp_ns // 10 ** 9) * 10 ** 9
+                t = (r.stamp_ns - epoch) * 1e-9
+                est.add_sample(r.sensor, t, r.value)
+                waits += [t - e.stamp for e in est.pop_estimates()]
+        assert len(waits) > 80
+        assert max(waits[8:]) <= longest * est.h + 1e-9      # (after the start-up's collection)
+        est.flush()
+        for c in est.counts().values():
+            assert c.late == c.too_old == c.discarded == c.pending == 0 and c.used == c.received

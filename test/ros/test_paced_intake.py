@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from mbfg_ros.ros.paced_intake import BURST, ArrivalClock, IntakeSchedule, receive_times
+from mbfg_ros.ros.paced_intake import BURST, ArrivalClock, IntakeSchedule, receive_times, topic_leads_ns
 from mbfg_ros.ros.processes import ros_environment
 
 PROBE = textwrap.dedent("""
@@ -120,3 +120,24 @@ def test_the_arrival_clock_waits_for_every_live_topics_next_stamp():
     assert clock.arrival(s0 + 12 * ms, later) == pytest.approx(later + 0.011, abs=0.002)
     clock.restart()                                   # a time jump: nothing known
     assert clock.arrival(s0, now) is None
+
+
+def test_the_arrival_clock_waits_only_for_the_messages_due_in_the_keyframe():
+    """With the estimator's leads (:func:`topic_leads_ns`), a 200 Hz load cell's next message is
+    not waited for by a stamp it does not fall before (its newest stamp plus 3/4 of its period is
+    past it); a command topic is waited for until it reports past the stamp."""
+    import time
+    ms = 1_000_000
+    periods = {"/enc": 1 * ms, "/cell": 5 * ms, "/cmd": 1 * ms}
+    leads = topic_leads_ns(periods, {"/enc": ("enc",), "/cell": ("cell",), "/cmd": ("command:j",)})
+    assert leads == {"/enc": 750_000, "/cell": 3_750_000, "/cmd": 0}
+    clock = ArrivalClock({"/enc": 1 * ms, "/cell": 5 * ms}, leads)
+    now, s0 = 100.0, 10_000 * ms
+    received = time.time_ns() - 1 * ms                # both delivered 1 ms ago, stamped s0
+    clock.note("/enc", s0, received, now)
+    clock.note("/cell", s0, received, now)
+    # stamp s0 + 2.5 ms: the encoder's s0 + 2 ms (1 ms from now); the load cell's s0 + 5 ms falls
+    # in a later keyframe (without leads: 4 ms from now)
+    assert clock.arrival(s0 + 5 * ms // 2, now) == pytest.approx(now + 0.001, abs=0.0005)
+    # stamp s0 + 5 ms: the load cell's s0 + 5 ms is due in it
+    assert clock.arrival(s0 + 5 * ms, now) == pytest.approx(now + 0.004, abs=0.0005)
