@@ -201,10 +201,12 @@ class Estimator:
         sch = self.schedule
         if not sch.started:
             return True
-        if stamp < sch.t_next:
-            return False
         s = self.gate.sensors.get(sensor)
-        return s is None or sch.ready_with(s, stamp)
+        if s is None:
+            return True
+        if stamp + s.lead < sch.t_next:           # as take_sample: it cannot be the one awaited
+            return False
+        return sch.ready_with(s, stamp)
 
     def add_sample(self, sensor: str, stamp: float, value) -> str:
         """Feed one sample: the reading of ``sensor`` stamped ``stamp`` (s), taken at ``stamp``
