@@ -40,7 +40,8 @@ def score_recorded_run(log: str | Path, log_map, mech: Mechanism, torque_columns
     """Import ``log`` with ``log_map`` (a :class:`~mbfg_ros.io.log_map.LogMap`) into a temporary
     bag, replay it filtered and lagged with ``mech``'s config, and score the estimated effort of
     each joint of ``torque_columns`` {joint: the log's recorded torque column} against it, beside
-    the baselines on the imported encoder positions (every DOF needs an encoder in the map).
+    the baselines on the imported encoder positions (each reading less its encoder's config
+    offset; every DOF needs an encoder in the map).
     Each estimate is compared at its own keyframe stamps, the baselines at the filtered ones (the
     recorded torque and the baselines interpolated linearly from the log's rows)."""
     from mbfg_ros.io.log_import import channel_values, check_log_map, log_samples, row_stamps, write_log_bag
@@ -54,8 +55,8 @@ def score_recorded_run(log: str | Path, log_map, mech: Mechanism, torque_columns
     q_rows = np.full((t_rows.size, mech.n), np.nan)
     for kind, ch in check_log_map(log_map, mech):
         if kind == "encoder":
-            joint = next(e.config.joint for e in mech.encoders if e.config.name == ch.channel)
-            q_rows[:, mech.index[joint]] = channel_values(table, ch, ns.size)[valid, 0]
+            enc = next(e.config for e in mech.encoders if e.config.name == ch.channel)
+            q_rows[:, mech.index[enc.joint]] = channel_values(table, ch, ns.size)[valid, 0] - enc.offset
     joints = list(torque_columns)
     idx = [mech.index[j] for j in joints]
     recorded = np.column_stack([channel_values(table, ChannelColumns(j, (torque_columns[j],), (0,), 1.0, 0.0, j),
