@@ -5,7 +5,9 @@ A thin face over :mod:`mbfg_ros.estimation.identification` (the offline smoother
 parameters as one more variable of its graph) and :mod:`mbfg_ros.replay.identification` (the
 bags read as `mbfg replay --smooth` reads them): prints each identified value with its standard
 deviation, the parameters the recording cannot identify, the fit before and after, and writes a
-copy of the config (comments kept) and, when inertias were identified, of the URDF.
+copy of the config (comments kept) and, when inertias were identified, of the URDF; with
+``--validate``, each held-out recording's effort fit by the config's and the identified model
+(:mod:`mbfg_ros.replay.effort_validation`).
 """
 from __future__ import annotations
 
