@@ -5,7 +5,9 @@ A thin face over :mod:`mbfg_ros.estimation.identification` (the offline smoother
 parameters as one more variable of its graph) and :mod:`mbfg_ros.replay.identification` (the
 bags read as `mbfg replay --smooth` reads them): prints each identified value with its standard
 deviation, the parameters the recording cannot identify, the fit before and after, and writes a
-copy of the config (comments kept) and, when inertias were identified, of the URDF.
+copy of the config (comments kept) and, when inertias were identified, of the URDF; with
+``--validate``, each held-out recording's effort fit by the config's and the identified model
+(:mod:`mbfg_ros.replay.effort_validation`).
 """
 from __future__ import annotations
 
@@ -47,12 +49,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default 0.01; raise it when the sensors fit far worse than their noise after identifying)")
     p.add_argument("--max-iterations", type=int, default=20, metavar="N",
                    help="passes (smoothing and parameter step) at most (default 20)")
+    p.add_argument("--validate", nargs="+", default=[], metavar="BAG",
+                   help="held-out recordings of the same rig (read as BAG: with --map, logs; their measured efforts "
+                        "needed): the effort fit of the config's and of the identified model on each, by the offline "
+                        "inverse dynamics of its encoder positions, so that a model that fits only its own run shows")
     p.add_argument("--json", metavar="FILE", help="write the result as JSON to FILE ('-' = stdout)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar (it shows only on a terminal)")
 
 
 def _validate(args: argparse.Namespace) -> tuple[Path, Path]:
-    for bag in args.bags:
+    for bag in args.bags + args.validate:
         if not Path(bag).exists():
             raise CliError(f"no such {'log' if args.map else 'bag'}: {bag!r}")
     if args.max_iterations < 1:
@@ -156,17 +162,39 @@ def format_summary(res, written: dict) -> str:
     if written.get("urdf"):
         lines.append(f"Wrote {written['urdf']} (inertials of {', '.join(written['links'])})")
     lines += [f"Note: {n}" for n in written.get("notes", [])]
+    lines += held_out_summary(written.get("held_out", []))
     return "\n".join(lines)
+
+
+def held_out_summary(held_out: list[dict]) -> list[str]:
+    """The --validate lines: each held-out recording's effort fit, config -> identified, and a
+    note when the identified model fits worse on any joint."""
+    if not held_out:
+        return []
+    lines = ["Held-out recordings, effort fit of each model (offline inverse dynamics of the encoder positions, "
+             "zero-phase Savitzky-Golay derivatives; normalised RMSE: RMSE / RMS of the recorded effort, "
+             "1.0 = zero effort), config -> identified:"]
+    worse = total = 0
+    for h in held_out:
+        era = f" (era {h['era'] + 1})" if h["era"] else ""
+        lines.append(f"  {h['recording']}{era}, {h['span']:.1f} s: " + ", ".join(
+            f"{j} {v['config']:.3g} -> {v['identified']:.3g}" for j, v in h["joints"].items()))
+        for v in h["joints"].values():
+            total += 1
+            worse += v["identified"] > v["config"]
+    if worse:
+        lines.append(f"Note: the identified model fits the held-out efforts worse than the config's on {worse} of "
+                     f"{total} joints: what it identified includes its recordings' own model error (identify on "
+                     "several runs together, or fewer --parameters, and validate again)")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
     from mbfg_ros.estimation.identification import IdentificationOptions
     from mbfg_ros.model.mechanism import Mechanism
-    from mbfg_ros.model.urdf_inertials import write_identified_urdf
     from mbfg_ros.model.validation import load_rig
     from mbfg_ros.replay.bag_input import parse_remap
     from mbfg_ros.replay.identification import identify_bags, with_known_inputs
-    from mbfg_ros.replay.identified_config import write_identified_config
 
     out, urdf_out = _validate(args)
     rig = load_rig(args.config).mech
@@ -175,20 +203,49 @@ def run(args: argparse.Namespace) -> int:
     opt = IdentificationOptions(groups=groups, max_iterations=args.max_iterations, model_accuracy=args.model_accuracy,
                                 progress=not args.no_progress and sys.stderr.isatty())
     with tempfile.TemporaryDirectory(prefix="mbfg-identify-") as tmp:
-        bags = args.bags
-        if args.map:
-            from mbfg_ros.cli.import_log import format_import
-            from mbfg_ros.io.log_import import import_log
-            from mbfg_ros.io.log_map import load_log_map
-            log_map = load_log_map(args.map)
-            bags = []
-            for i, log in enumerate(args.bags):
-                bag = Path(tmp) / f"{i}_{Path(log).stem}"
-                result = import_log(log, log_map, mech, bag)
-                if args.json != "-":
-                    print(format_import(result.facts()), flush=True)
-                bags.append(bag)
-        res = identify_bags(bags, mech, opt, parse_remap(args.remap, mech))
+        res = identify_bags(_bags(args.bags, args, mech, Path(tmp)), mech, opt, parse_remap(args.remap, mech))
+        written = _write(args, res, rig, out, urdf_out)
+        identified = load_rig(out).mech          # the written files must load as a rig
+        if args.validate:
+            from mbfg_ros.replay.effort_validation import held_out_fits
+            fits = held_out_fits(_bags(args.validate, args, mech, Path(tmp) / "held_out"), mech, identified,
+                                 parse_remap(args.remap, mech), [Path(v).name for v in args.validate])
+            written["held_out"] = [{"recording": h.name, "era": h.era, "span": h.span,
+                                    "joints": {j: {"config": float(h.config[k]), "identified": float(h.identified[k]),
+                                                   "effort_rms": float(h.effort_rms[k])}
+                                               for k, j in enumerate(h.joints)}} for h in fits]
+    f = facts(res, written)
+    if args.json and args.json != "-":
+        Path(args.json).write_text(json.dumps(f, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(f, indent=2) if args.json == "-" else format_summary(res, written), flush=True)
+    return 0 if res.converged else 1
+
+
+def _bags(paths: list[str], args: argparse.Namespace, mech, tmp: Path) -> list:
+    """The recordings as bags: with --map each log imported into ``tmp`` (its import summary
+    printed unless the JSON goes to stdout)."""
+    if not args.map:
+        return list(paths)
+    from mbfg_ros.cli.import_log import format_import
+    from mbfg_ros.io.log_import import import_log
+    from mbfg_ros.io.log_map import load_log_map
+    log_map = load_log_map(args.map)
+    tmp.mkdir(parents=True, exist_ok=True)
+    bags = []
+    for i, log in enumerate(paths):
+        bag = tmp / f"{i}_{Path(log).stem}"
+        result = import_log(log, log_map, mech, bag)
+        if args.json != "-":
+            print(format_import(result.facts()), flush=True)
+        bags.append(bag)
+    return bags
+
+
+def _write(args: argparse.Namespace, res, rig, out: Path, urdf_out: Path) -> dict:
+    """Write the identified config (and URDF); what was written, for the summary."""
+    from mbfg_ros.model.urdf_inertials import write_identified_urdf
+    from mbfg_ros.replay.identified_config import write_identified_config
+
     values = {p.parameter: p.value for p in res.identified()}
     inertial = {p.name: v for p, v in values.items() if p.group == "inertia"}
     written: dict = {"output": str(out), "urdf": None, "links": [], "notes": []}
@@ -210,9 +267,4 @@ def run(args: argparse.Namespace) -> int:
     changed, notes = write_identified_config(args.config, out, {p: v for p, v in values.items()
                                                                  if p.group != "inertia"}, urdf, note)
     written["changed"], written["notes"] = changed, written["notes"] + notes
-    load_rig(out)          # the written files must load as a rig
-    f = facts(res, written)
-    if args.json and args.json != "-":
-        Path(args.json).write_text(json.dumps(f, indent=2) + "\n", encoding="utf-8")
-    print(json.dumps(f, indent=2) if args.json == "-" else format_summary(res, written), flush=True)
-    return 0 if res.converged else 1
+    return written

@@ -35,15 +35,22 @@ class RecordedRunScore:
     residual_sigmas: dict[str, float] = field(default_factory=dict)
 
 
-def score_recorded_run(log: str | Path, log_map, mech: Mechanism, torque_columns: dict[str, str],
-                       skip: float = 1.0) -> RecordedRunScore:
-    """Import ``log`` with ``log_map`` (a :class:`~mbfg_ros.io.log_map.LogMap`) into a temporary
-    bag, replay it filtered and lagged with ``mech``'s config, and score the estimated effort of
-    each joint of ``torque_columns`` {joint: the log's recorded torque column} against it, beside
-    the baselines on the imported encoder positions (every DOF needs an encoder in the map).
-    Each estimate is compared at its own keyframe stamps, the baselines at the filtered ones (the
-    recorded torque and the baselines interpolated linearly from the log's rows)."""
-    from mbfg_ros.io.log_import import channel_values, check_log_map, log_samples, row_stamps, write_log_bag
+@dataclass
+class RecordedRows:
+    """A log's rows: stamps ``t`` (N,) s from ``samples.epoch_ns``, every DOF's encoder position
+    ``q`` (N, n) (the reading less its encoder's config offset; NaN for a DOF without an encoder
+    in the map) and the recorded torque columns ``recorded`` (N, len(torque_columns)); ``samples``
+    the imported readings (:func:`~mbfg_ros.io.log_import.log_samples`)."""
+    t: np.ndarray
+    q: np.ndarray
+    recorded: np.ndarray
+    samples: object
+
+
+def recorded_rows(log: str | Path, log_map, mech: Mechanism, torque_columns: dict[str, str]) -> RecordedRows:
+    """Read ``log`` through ``log_map``: its stamps, encoder positions and recorded torques
+    ({joint: column})."""
+    from mbfg_ros.io.log_import import channel_values, check_log_map, log_samples, row_stamps
     from mbfg_ros.io.log_map import ChannelColumns
     from mbfg_ros.io.log_tables import read_log_table
 
@@ -54,12 +61,28 @@ def score_recorded_run(log: str | Path, log_map, mech: Mechanism, torque_columns
     q_rows = np.full((t_rows.size, mech.n), np.nan)
     for kind, ch in check_log_map(log_map, mech):
         if kind == "encoder":
-            joint = next(e.config.joint for e in mech.encoders if e.config.name == ch.channel)
-            q_rows[:, mech.index[joint]] = channel_values(table, ch, ns.size)[valid, 0]
+            enc = next(e.config for e in mech.encoders if e.config.name == ch.channel)
+            q_rows[:, mech.index[enc.joint]] = channel_values(table, ch, ns.size)[valid, 0] - enc.offset
+    recorded = np.column_stack([channel_values(table, ChannelColumns(j, (c,), (0,), 1.0, 0.0, j), ns.size)[valid, 0]
+                                for j, c in torque_columns.items()])
+    return RecordedRows(t_rows, q_rows, recorded, result)
+
+
+def score_recorded_run(log: str | Path, log_map, mech: Mechanism, torque_columns: dict[str, str],
+                       skip: float = 1.0) -> RecordedRunScore:
+    """Import ``log`` with ``log_map`` (a :class:`~mbfg_ros.io.log_map.LogMap`) into a temporary
+    bag, replay it filtered and lagged with ``mech``'s config, and score the estimated effort of
+    each joint of ``torque_columns`` {joint: the log's recorded torque column} against it, beside
+    the baselines on the imported encoder positions (each reading less its encoder's config
+    offset; every DOF needs an encoder in the map).
+    Each estimate is compared at its own keyframe stamps, the baselines at the filtered ones (the
+    recorded torque and the baselines interpolated linearly from the log's rows)."""
+    from mbfg_ros.io.log_import import write_log_bag
+
+    rows = recorded_rows(log, log_map, mech, torque_columns)
+    result, t_rows, q_rows, recorded = rows.samples, rows.t, rows.q, rows.recorded
     joints = list(torque_columns)
     idx = [mech.index[j] for j in joints]
-    recorded = np.column_stack([channel_values(table, ChannelColumns(j, (torque_columns[j],), (0,), 1.0, 0.0, j),
-                                               ns.size)[valid, 0] for j in joints])
     estimates = {}
     with tempfile.TemporaryDirectory(prefix="mbfg-score-") as tmp:
         bag = Path(tmp) / "bag"

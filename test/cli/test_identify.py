@@ -60,27 +60,38 @@ def test_a_log_through_a_map_with_known_inputs(rig, tmp_path, capsys):
     d, nominal, truth, _ = rig
     unknown = tmp_path / "unknown.yaml"
     unknown.write_text(nominal.read_text().replace("actuation: known", "actuation: unknown"))
-    series = {s.channel.name: s for s in synthesize_series(truth_trajectory(truth, DURATION), SensorOptions(seed=2))}
-    enc, cmd = series["pivot_encoder"], series["command:pivot"]
-    log = tmp_path / "run.csv"
-    with open(log, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["t", "angle", "torque"])
-        for t, y in zip(enc.stamp, enc.value[:, 0]):
-            w.writerow([f"{t:.6f}", f"{y:.9f}", f"{np.interp(t, cmd.stamp, cmd.value[:, 0]):.9f}"])
+    log, held_out = _write_log(tmp_path / "run.csv", truth, DURATION, 1), _write_log(tmp_path / "held.csv", truth, 3.0, 4)
     m = tmp_path / "run.map.yaml"
     m.write_text("time: {column: t}\nrepeats: keep\nsensors: {pivot_encoder: angle}\ninputs: {pivot: torque}\n")
     capsys.readouterr()
     out = tmp_path / "id.yaml"
     assert main(["identify", str(log), "--map", str(m), "--config", str(unknown), "--known-inputs", "--out", str(out),
-                 "--parameters", "friction,offset", "--json", "-", "--no-progress"]) == 0
+                 "--parameters", "friction,offset", "--json", "-", "--no-progress", "--validate", str(held_out)]) == 0
     f = json.loads(capsys.readouterr().out)
     got = {p["name"]: p for p in f["parameters"]}
     assert set(got) == {"pivot.viscous", "pivot.coulomb", "pivot.offset"}
     assert got["pivot.viscous"]["value"] == pytest.approx(0.07, rel=0.1)
+    # a held-out run (another motion) fits better with the identified friction and offset
+    [h] = f["held_out"]
+    assert h["recording"] == "held.csv" and h["span"] > 2.5
+    fit = h["joints"]["pivot"]
+    assert fit["identified"] < 0.85 * fit["config"], fit          # (0.082 against 0.112: mass and armature stay off)
     text = out.read_text()
     assert "actuation: unknown" in text and "urdf:" in text
     assert not (tmp_path / "id.urdf").exists()                   # no inertia identified: no URDF
+
+
+def _write_log(path, truth, duration: float, seed: int):
+    """A CSV log (t, angle, torque) of a simulated run of the truth config."""
+    series = {s.channel.name: s for s in synthesize_series(truth_trajectory(truth, duration, seed),
+                                                            SensorOptions(seed=seed + 1))}
+    enc, cmd = series["pivot_encoder"], series["command:pivot"]
+    with open(path, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["t", "angle", "torque"])
+        for t, y in zip(enc.stamp, enc.value[:, 0]):
+            w.writerow([f"{t:.6f}", f"{y:.9f}", f"{np.interp(t, cmd.stamp, cmd.value[:, 0]):.9f}"])
+    return path
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -103,6 +114,8 @@ def test_missing_bag_and_existing_output(rig, tmp_path, capsys):
     capsys.readouterr()
     assert main(["identify", str(tmp_path / "nothing"), "--config", str(nominal)]) == 2
     assert "no such bag" in capsys.readouterr().err
+    assert main(["identify", str(bag), "--config", str(nominal), "--validate", str(tmp_path / "held")]) == 2
+    assert "no such bag: " in capsys.readouterr().err
     (tmp_path / "x.yaml").write_text("")
     assert main(["identify", str(bag), "--config", str(nominal), "--out", str(tmp_path / "x.yaml")]) == 2
     assert "exists (use --overwrite" in capsys.readouterr().err

@@ -81,3 +81,25 @@ def test_the_estimated_torque_against_the_recorded_one(scores, run):
     # the lagged estimate beats the filtered one on both joints; the filtered elbow the causal baseline
     assert np.all(s.scores["lagged"] < s.scores["filtered"])
     assert s.scores["filtered"][1] < s.scores["causal_baseline"][1]
+
+
+def test_the_baselines_read_the_positions_less_the_encoders_offsets(tmp_path):
+    """A config whose shoulder encoder reads 0.05 rad more (an identified offset) on a log whose
+    readings are 0.05 rad more scores the same baselines as the plain config on the plain log."""
+    lines = (FIXTURES / RUNS["sys_id"]).read_text().splitlines()[:700]          # 1.4 s
+    head = lines[0].split(",")
+    k = head.index("pos_meas1")
+    shifted = [lines[0]] + [",".join(f"{float(x) + 0.05!r}" if i == k else x for i, x in enumerate(r.split(",")))
+                            for r in lines[1:]]
+    (tmp_path / "plain.csv").write_text("\n".join(lines) + "\n")
+    (tmp_path / "shifted.csv").write_text("\n".join(shifted) + "\n")
+    text = (CONFIG / "double_pendulum.yaml").read_text().replace("../urdf/", f"{ROOT / 'urdf'}/")
+    offset = text.replace("{name: shoulder_encoder,", "{name: shoulder_encoder, offset: 0.05,")
+    assert offset != text
+    (tmp_path / "plain.yaml").write_text(text)
+    (tmp_path / "offset.yaml").write_text(offset)
+    log_map = load_log_map(CONFIG / "double_pendulum.map.yaml")
+    plain, moved = (score_recorded_run(tmp_path / log, log_map, load_mechanism(tmp_path / cfg), TORQUE, skip=0.3)
+                    for log, cfg in (("plain.csv", "plain.yaml"), ("shifted.csv", "offset.yaml")))
+    for method in ("causal_baseline", "zero_phase_baseline"):
+        np.testing.assert_allclose(moved.scores[method], plain.scores[method], rtol=1e-6, err_msg=method)
