@@ -260,8 +260,12 @@ class Tuner:
             self.bar.set_postfix_str(stage)
         cfg = apply_settings(self.base, s)
         # the same rows in CasADi's VM: compiling native code for every trial (~1.5 s) costs
-        # more than it saves on a replay of a few tens of seconds
-        mech = Mechanism(replace(cfg, estimator=replace(cfg.estimator, native_code="off")))
+        # more than it saves on a replay of a few tens of seconds; and no online search of the
+        # model uncertainty's scale: a trial scores the innovations at the noises ``s``, not at
+        # a scale of them the search would choose (and its candidates would replay the run 5 times)
+        mech = Mechanism(replace(cfg, estimator=replace(
+            cfg.estimator, native_code="off",
+            model_uncertainty=replace(cfg.estimator.model_uncertainty, adapt=False))))
         try:
             res = replay_bag(self.bag, mech, ReplayOptions(remap=self.opt.remap, truth=False, processes=False))
         except (MbfgError, RuntimeError, ArithmeticError, np.linalg.LinAlgError) as exc:
