@@ -6,15 +6,22 @@ options it has: every message's stored CDR bytes are published unchanged at its 
 time (relative to the bag's first message, divided by ``--rate``) on a reliable publisher of
 its type; ``--clock`` publishes /clock (rosgraph_msgs/Clock) with the bag's log time at HZ
 (default 40, as ros2 bag play); ``--loop`` starts again at the end, so time jumps backwards;
-``--topics`` plays only those. On a ROS machine use ``ros2 bag play`` itself (the replay launch
-description does).
+``--topics`` plays only those. The bag is read :data:`READ_AHEAD` messages ahead in a thread
+(:func:`read_ahead`), as ``ros2 bag play`` keeps a message queue filled, so that reading the next
+chunk of the file does not hold the publications back (read inline, the benchmark's player was
+37 ms late at each chunk boundary). On a ROS machine use ``ros2 bag play`` itself (the replay
+launch description does).
 """
 from __future__ import annotations
 
 import argparse
+import itertools
+import queue
 import sys
+import threading
 import time
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import rclpy
 from rclpy.executors import ExternalShutdownException
@@ -25,6 +32,57 @@ from rosbags.rosbag2 import Reader
 from mbfg_ros.ros.message_classes import message_class
 from mbfg_ros.ros.node_runner import split_ros_args
 from mbfg_ros.termination import follow_parent
+
+
+READ_AHEAD = 20_000
+"""Messages read ahead of the publications (``ros2 bag play``'s default read-ahead queue holds 1000;
+more here: Python's reader comes in bursts of a whole chunk)."""
+
+_END = object()
+
+
+def read_ahead(items: Iterable, size: int = READ_AHEAD, prime: float = 10.0) -> Iterator:
+    """The items of ``items`` (an iterator that reads a file), read up to ``size`` ahead in a
+    daemon thread; an exception of the reader is raised here, in order. The first item comes once
+    the queue is full or the reader is through (at most ``prime`` s): take it before the clock
+    starts, so that the reading of the first ``size`` items competes with nothing."""
+    q: queue.Queue = queue.Queue(maxsize=size)
+    stop = threading.Event()
+    done = threading.Event()
+
+    def fill() -> None:
+        try:
+            for item in items:
+                while not stop.is_set():
+                    try:
+                        q.put(item, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            done.set()
+            q.put(_END)
+        except BaseException as exc:         # noqa: BLE001 - handed to the consumer
+            done.set()
+            q.put(exc)
+
+    t = threading.Thread(target=fill, name="bag-read-ahead", daemon=True)
+    t.start()
+    end = time.monotonic() + prime
+    while not q.full() and not done.is_set() and time.monotonic() < end:
+        time.sleep(0.005)
+    try:
+        while True:
+            item = q.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        t.join(timeout=1.0)
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
@@ -77,12 +135,14 @@ class BagPlayer(Node):
         """Play the bag once; the number of messages published."""
         rate = self.args.rate
         period = 1.0 / self.args.clock if self.args.clock else None
-        start = time.monotonic()
         next_clock = 0.0
         count = 0
         with Reader(self.path) as reader:
             conns = [c for c in reader.connections if c.topic in self.pub]
-            for conn, log_ns, raw in reader.messages(connections=conns):
+            messages = read_ahead(reader.messages(connections=conns))
+            first = next(messages, None)         # (the queue filled before the clock starts)
+            start = time.monotonic()
+            for conn, log_ns, raw in itertools.chain([first] if first is not None else [], messages):
                 due = (log_ns - self.start_ns) * 1e-9 / rate
                 while rclpy.ok():
                     now = time.monotonic() - start
