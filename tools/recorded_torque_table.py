@@ -27,23 +27,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mbfg_ros.benchmark.effort_scoring import METHODS  # noqa: E402
-from mbfg_ros.replay.recorded_torque import score_recorded_run  # noqa: E402
-from mbfg_ros.io.log_map import load_log_map  # noqa: E402
-from mbfg_ros.model.validation import load_rig  # noqa: E402
+from mbfg_ros.replay.recorded_torque import (add_recorded_run_arguments, recorded_run_inputs,  # noqa: E402
+                                             score_recorded_run)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("logs", nargs="+", help="the logs (CSV, .mat, .npz)")
-    p.add_argument("--config", required=True, help="the rig config")
-    p.add_argument("--map", required=True, help="the mbfg import map of the logs")
-    p.add_argument("--torque", action="append", required=True, metavar="JOINT=COLUMN",
-                   help="a joint and the log's column of its recorded torque (repeatable)")
-    p.add_argument("--skip", type=float, default=1.0, help="s after the first row left out (default 1)")
+    add_recorded_run_arguments(p)
     args = p.parse_args(argv)
-    torque = dict(item.split("=", 1) for item in args.torque)
-    mech = load_rig(args.config).mech
-    log_map = load_log_map(args.map)
+    mech, log_map, torque = recorded_run_inputs(args)
     heads = ["filtered", "lagged", "causal SG + ID", "zero-phase SG + ID"]
     print(f"Normalised torque RMSE (RMSE / RMS of the recorded torque; 1.0 = an estimate of zero), "
           f"{args.config}, the first {args.skip:g} s skipped")

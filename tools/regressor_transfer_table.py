@@ -31,9 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from mbfg_ros.benchmark.regressor_transfer import (DRIVE_FIELDS, config_parameters, effort_regressor,  # noqa: E402
                                                    fit_parameters, parameter_names, transfer_ratios)
-from mbfg_ros.io.log_map import load_log_map  # noqa: E402
-from mbfg_ros.model.validation import load_rig  # noqa: E402
-from mbfg_ros.replay.recorded_torque import recorded_rows  # noqa: E402
+from mbfg_ros.replay.recorded_torque import add_recorded_run_arguments, recorded_run_inputs, recorded_rows  # noqa: E402
 
 
 def column_sets(names: list[str]) -> dict[str, list[int]]:
@@ -48,18 +46,12 @@ def column_sets(names: list[str]) -> dict[str, list[int]]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("logs", nargs="+", help="the logs (CSV, .mat, .npz), at least 3")
-    p.add_argument("--config", required=True, help="the rig config (an open chain)")
-    p.add_argument("--map", required=True, help="the mbfg import map of the logs")
-    p.add_argument("--torque", action="append", required=True, metavar="JOINT=COLUMN",
-                   help="a joint and the log's column of its recorded torque (repeatable)")
-    p.add_argument("--skip", type=float, default=1.0, help="s after the first row left out (default 1)")
+    add_recorded_run_arguments(p, logs_help="the logs (CSV, .mat, .npz), at least 3",
+                               config_help="the rig config (an open chain)")
     args = p.parse_args(argv)
     if len(args.logs) < 3:
         p.error("need at least 3 logs")
-    torque = dict(item.split("=", 1) for item in args.torque)
-    mech = load_rig(args.config).mech
-    log_map = load_log_map(args.map)
+    mech, log_map, torque = recorded_run_inputs(args)
     rows = [mech.index[j] for j in torque]
     runs = []
     for log in args.logs:

@@ -7,6 +7,7 @@ RMSE). Units: s, rad (or m), N m (or N).
 """
 from __future__ import annotations
 
+import argparse
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from mbfg_ros.benchmark.effort_scoring import baseline_effort, normalised_rmse
+from mbfg_ros.io.log_map import load_log_map
 from mbfg_ros.model.mechanism import Mechanism
+from mbfg_ros.model.validation import load_rig
 from mbfg_ros.replay.residuals import sensor_residuals
 from mbfg_ros.replay.session import ReplayOptions, replay_bag
 
@@ -119,3 +122,22 @@ def score_recorded_run(log: str | Path, log_map, mech: Mechanism, torque_columns
         scores[name] = normalised_rmse(interpolated(t_key, t_rows, effort), reference)
     return RecordedRunScore(joints, scores, np.sqrt(np.nanmean(reference ** 2, axis=0)),
                             float(t_key[-1] - t_key[0]) if t_key.size else 0.0, diverged, lost, sigmas)
+
+
+def add_recorded_run_arguments(p: argparse.ArgumentParser, logs_help: str = "the logs (CSV, .mat, .npz)",
+                               config_help: str = "the rig config") -> None:
+    """The arguments of a table over recorded runs (tools/recorded_torque_table.py,
+    tools/regressor_transfer_table.py): the logs, ``--config``, ``--map``, ``--torque
+    JOINT=COLUMN`` (repeatable) and ``--skip``."""
+    p.add_argument("logs", nargs="+", help=logs_help)
+    p.add_argument("--config", required=True, help=config_help)
+    p.add_argument("--map", required=True, help="the mbfg import map of the logs")
+    p.add_argument("--torque", action="append", required=True, metavar="JOINT=COLUMN",
+                   help="a joint and the log's column of its recorded torque (repeatable)")
+    p.add_argument("--skip", type=float, default=1.0, help="s after the first row left out (default 1)")
+
+
+def recorded_run_inputs(args: argparse.Namespace):
+    """(mechanism, log map, {joint: torque column}) of :func:`add_recorded_run_arguments`' arguments."""
+    torque = dict(item.split("=", 1) for item in args.torque)
+    return load_rig(args.config).mech, load_log_map(args.map), torque
