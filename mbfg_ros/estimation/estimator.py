@@ -119,6 +119,9 @@ class Estimator:
         self.model_scale = 1.0 if model_scale is None else float(model_scale)
         self.uncertainty = ModelUncertainty.of(self, model_scale, initial_q=initial_q, initial_v=initial_v,
                                                initial_state=initial_state, prior_sigma=prior_sigma, search=search)
+        # ISAM2's elimination: QR with closure rows (smoother.py), else Cholesky until GTSAM
+        # judges a system indeterminate (restarts.py: QR from then on)
+        self.qr = self.mech.m > 0
         self.start_fresh(None, prior_sigma)
         self.startup_s = time.perf_counter() - t_build
         if freeze_gc:
@@ -146,7 +149,7 @@ class Estimator:
         for i, _, _ in self.inbox.drain(self.schedule):
             self.measuring[i].counts.discarded += 1
         cap = self.window + self._lagged_every + 2 * MARGINALIZE_EVERY + 8
-        self.smoother = FixedLagSmoother(self.lay.dim, capacity=cap, qr=self.mech.m > 0)
+        self.smoother = FixedLagSmoother(self.lay.dim, capacity=cap, qr=self.qr)
         self.records = StepRecords(cap, self.lay.dim, self.layout.P)
         self.schedule.restart(self._next_key)
         self.x_start = x_start

@@ -124,6 +124,7 @@ class Health:
     recoveries: int = 0
     resets: int = 0
     last_recovery: str = ""
+    qr_fallback: str = ""                  # where ISAM2's Cholesky elimination failed and QR took over (restarts.py)
     last_reset: str = ""
     timing: LatencyRecorder = field(default_factory=LatencyRecorder)   # time per keyframe
     residual_rms: float = 0.0              # whitened residual RMS of the newest step

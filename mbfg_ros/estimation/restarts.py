@@ -4,7 +4,9 @@
   predicted to k, within the same keyframe (``health.recoveries``); if that fails too, the run
   restarts from the encoders (every DOF read by one: the pose assembled at their next readings),
   else from the start hypotheses over the window's newest readings (:mod:`.start_search`), and
-  only without gyros from the config's initial state.
+  only without gyros from the config's initial state. A solve GTSAM's Cholesky elimination
+  judges indeterminate switches the estimator to QR elimination for good
+  (``health.qr_fallback``; rigs with closures use QR from the start).
 - A lost estimate (the divergence test's verdict, :class:`~.divergence.LossJudge`) restarts: with
   encoders on every DOF once each of them has failed for a whole window at more than
   REINIT_FACTOR times the limit (from their readings); without, once every gyro has been judged
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from mbfg_ros.estimation.start_search import StartSearch
+from mbfg_ros.estimation.smoother import SolverFailure
 from mbfg_ros.estimation.start_state import restart_sigmas
 
 if TYPE_CHECKING:
@@ -59,6 +62,13 @@ class Restarts:
         """A step or solve failed at keyframe k (the first of its group): recover from the last
         good state, or, if recovering already failed, restart (module docstring)."""
         est = self.est
+        if isinstance(exc, SolverFailure) and exc.indeterminate and not est.qr:
+            # GTSAM's Cholesky judges a block indeterminate where its last two pivots differ by
+            # more than 2^12: a run's first keyframes on an open chain whose dynamics noise is
+            # small (a rod pendulum at 0.005 N m: acceleration and input are told apart there by
+            # their loose priors only) never started; QR elimination solves them
+            est.qr = True
+            est.health.qr_fallback = f"keyframe {k}: {exc}"
         readings += self.take_back(est.group)     # an unsolved group before k: its readings come back
         if est.group:
             k = est.group[0].k

@@ -36,6 +36,19 @@ def key(k: int) -> int:
 class SolverFailure(RuntimeError):
     """ISAM2 could not eliminate or returned a non-finite estimate."""
 
+    @property
+    def indeterminate(self) -> bool:
+        """Whether GTSAM judged the linear system indeterminate (its Cholesky elimination also
+        does so where the last two pivots of a keyframe's block differ by more than 2^12)."""
+        return "ndeterminate" in str(self)
+
+
+def exception_summary(exc: Exception) -> str:
+    """The first paragraph of an exception's message on one line (GTSAM's start with a newline
+    and wrap their first sentence), else its type's name."""
+    text = str(exc).strip()
+    return " ".join(text.split("\n\n")[0].split()) if text else type(exc).__name__
+
 
 class FixedLagSmoother:
     """ISAM2 over consecutive keyframe keys; factors are whitened rows ``r + J0 dx0 + J1 dx1``."""
@@ -138,7 +151,7 @@ class FixedLagSmoother:
         try:
             result = self.isam.update(graph, values, remove or [], groups, None, whole, False)
         except RuntimeError as exc:          # IndeterminantLinearSystemException and kin
-            raise SolverFailure(str(exc).splitlines()[0] or type(exc).__name__) from None
+            raise SolverFailure(exception_summary(exc)) from None
         for k, x in new_keys or []:
             self.keys.append(k)
             self._theta[k % self.capacity] = x
@@ -155,7 +168,7 @@ class FixedLagSmoother:
         except (RuntimeError, ValueError) as exc:
             # (GTSAM raises ValueError when a key still has factors: its state is not to be
             # trusted after that; the estimator's recovery replaces this smoother)
-            raise SolverFailure(f"marginalising: {str(exc).splitlines()[0]}") from None
+            raise SolverFailure(f"marginalising: {exception_summary(exc)}") from None
         del self.keys[:count]
         self.marginalized += count
         return list(added), list(deleted)
@@ -183,7 +196,7 @@ class FixedLagSmoother:
         try:
             values = self.isam.calculateBestEstimate()
         except RuntimeError as exc:
-            raise SolverFailure(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from None
+            raise SolverFailure(exception_summary(exc)) from None
         out = [values.atVector(key(k)) for k in ks]
         for k, x in zip(ks, out):
             if not np.all(np.isfinite(x)):
@@ -197,7 +210,7 @@ class FixedLagSmoother:
         try:
             x = self.isam.calculateEstimateVector(key(k))
         except RuntimeError as exc:
-            raise SolverFailure(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from None
+            raise SolverFailure(exception_summary(exc)) from None
         if not np.all(np.isfinite(x)):
             raise SolverFailure(f"non-finite estimate of keyframe {k}")
         return x

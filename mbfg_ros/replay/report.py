@@ -11,7 +11,8 @@ received minus every outcome, rate; and dropped before the estimator by the time
 rejected_stamp, stale, too_old_lagging), ``problems`` (per topic: reason -> messages, including
 the messages a damaged bag held but that could not be read), ``damage`` (regions: where a bag
 is damaged; truncated; unknown_loss), ``missing_topics``, ``time_jumps``, ``health`` (keyframes,
-recoveries, resets, last ones, relinearizations, gauss_newton_iterations (online: the adaptive
+recoveries, resets, last ones, qr_fallback (where ISAM2's Cholesky elimination failed and QR took
+over), relinearizations, gauss_newton_iterations (online: the adaptive
 refinements of the newest keyframe), start_searches, last_start_search, model_scale (the scale
 of the model's uncertainty in use at the end, :mod:`mbfg_ros.estimation.model_uncertainty`), latency_ms
 mean/p99/max), ``gauss_newton_iterations`` (``--smooth``: the smoother's iterations over every
@@ -123,6 +124,7 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
                         "reason": j.reason} for j in res.jumps.jumps],
         "health": {"keyframes": h.keyframes, "recoveries": h.recoveries, "resets": h.resets,
                    "last_recovery": h.last_recovery or None, "last_reset": h.last_reset or None,
+                   "qr_fallback": h.qr_fallback or None,
                    "relinearizations": h.relinearizations, "residual_rms": _num(h.residual_rms),
                    "gauss_newton_iterations": h.gauss_newton_iterations, "start_searches": h.start_searches,
                    "last_start_search": h.last_start_search or None, "model_scale": h.model_scale,
@@ -272,6 +274,8 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
                      "of any sensor: nothing to smooth there (the readings are counted as not finite)")
     if h["last_recovery"]:
         lines.append(f"  last recovery: {h['last_recovery']}")
+    if h.get("qr_fallback"):
+        lines.append(f"  ISAM2 eliminates by QR since {h['qr_fallback']} (Cholesky judged it indeterminate)")
     if f.get("reinitialisations"):
         lines.append(f"  re-initialised {f['reinitialisations']} times after a lost estimate; last "
                      f"{f['last_reinitialisation']}")
