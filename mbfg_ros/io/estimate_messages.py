@@ -323,7 +323,8 @@ def diagnostics_message(mech: Mechanism, status: EstimatorStatus, now: float, st
               "strained_sensors": ",".join(h.divergence.strained) or "none",
               "diverged_periods": h.divergence.period_count, "reinitialisations": h.reinitialisations,
               "last_reinitialisation": h.last_reinitialisation or "none",
-              "model_uncertainty_scale": h.model_scale, "model_uncertainty_searched": h.model_scale_searched}
+              "model_uncertainty_scale": h.model_scale, "model_uncertainty_searched": h.model_scale_searched,
+              "qr_fallback": h.qr_fallback or "none"}
     if e is not None:
         values["gravity_scale"] = e.gravity_scale
         values["mass_scale"] = e.mass_scale

@@ -9,6 +9,8 @@ import numpy as np
 from conftest import ROOT
 from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.smoother import SolverFailure, exception_summary
+from mbfg_ros.estimation.status import EstimatorStatus
+from mbfg_ros.io.estimate_messages import diagnostics_message
 from mbfg_ros.model.mechanism import load_mechanism
 from mbfg_ros.sim.forward import simulate
 from mbfg_ros.sim.scenario import Scenario
@@ -35,6 +37,9 @@ def test_a_tight_dynamics_noise_on_an_open_chain_starts_with_qr():
     assert est.health.qr_fallback.startswith("keyframe 0: Indeterminate linear system detected while working "
                                              "near variable") and "(Symbol: x0)" in est.health.qr_fallback
     assert est.health.keyframes >= 399                    # 2 s at 200 Hz
+    diag = diagnostics_message(mech, EstimatorStatus.of(est), 2.0, 0)
+    solver = next(st for st in diag.status if st.name.endswith(": solver"))
+    assert {v.key: v.value for v in solver.values}["qr_fallback"] == est.health.qr_fallback
     t = np.array([e.stamp for e in out])
     q = np.array([e.q[0] for e in out])
     sel = t > 1.0
