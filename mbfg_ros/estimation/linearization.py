@@ -114,7 +114,7 @@ class StepLinearizer:
         """Whether the step just linearised sits at a poor point: its equations-of-motion rows'
         RMS above GN_TRIGGER sigmas of the configured ``noise.dynamics`` (the rows are whitened
         by it times the step's model-uncertainty scale, :mod:`.model_uncertainty`: judged in
-        those, a scale of 0.03 made 96 % of a smooth Panda run's keyframes "poor", for 30 % more
+        those, a scale of 0.03 made 93 % of a smooth Panda run's keyframes "poor", for 30 % more
         CPU and no change in any estimate), or a reading down-weighted there."""
         L = self.layout
         d = r[L.dynamics_start:L.dynamics_start + L.dynamics_rows]
