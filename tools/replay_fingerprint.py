@@ -11,7 +11,9 @@ effort and of the sensor counts, with the health counts and the position RMSE:
 ``--compare`` prints "identical" or what differs per case and exits 1 when anything does.
 Cases: the four-bar (filtered and lagged), its coupler gyro alone, the five-bar's two coupler
 gyros (lagged), the fast crank (all sensors), the spatial RSUR, and the long crank's rod gyro
-alone from a start search and from a lost start (``initial_pose: config``, speed unknown).
+alone from a start search and from a lost start (``initial_pose: config``, speed unknown), and
+an open chain, the 6-DOF arm (Cholesky elimination; its model-uncertainty search starts 1 s in).
+A case the baseline does not have is reported as differing.
 """
 from __future__ import annotations
 
@@ -42,7 +44,7 @@ LONG = ["--input", "sine", "--input-amplitude", "10", "--input-offset", "24", "-
         "--input-start", "0", "--truth-rate", "1000"]
 BAGS = {"four_bar": ("four_bar", []), "four_bar_gyro": ("four_bar_gyro", []), "five_bar_gyro": ("five_bar_gyro", []),
         "fast_crank": ("fast_crank", FAST), "spatial_rsur": ("spatial_rsur", []), "long_crank": ("long_crank", LONG),
-        "long_crank_off": ("long_crank", LONG + ["--initial-error", "0.5"])}
+        "long_crank_off": ("long_crank", LONG + ["--initial-error", "0.5"]), "arm6": ("arm6", [])}
 
 
 def _gyro_alone(mech: Mechanism, **estimator) -> Mechanism:
@@ -67,7 +69,8 @@ def cases() -> list[tuple[str, str, callable, bool]]:
             ("spatial_rsur", "spatial_rsur", rig("spatial_rsur"), False),
             ("long_crank_gyro_search", "long_crank_off", lambda: _gyro_alone(long_crank(), velocity=0.0), False),
             ("long_crank_gyro_lost", "long_crank", lambda: _gyro_alone(long_crank(), velocity=0.0,
-                                                                        initial_pose="config"), False)]
+                                                                        initial_pose="config"), False),
+            ("arm6", "arm6", rig("arm6"), False)]
 
 
 def fingerprint(mech: Mechanism, bag: Path, lagged: bool) -> dict:
