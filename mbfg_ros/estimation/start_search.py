@@ -268,7 +268,8 @@ class StartSearch:
             h.score = math.inf
             return
         keys = list(probe.smoother.keys)
-        if len(keys) < 3 or probe.health.recoveries:
+        switched = 1 if probe.health.qr_fallback else 0     # its switch to QR elimination (restarts.py)
+        if len(keys) < 3 or probe.health.recoveries > switched:
             h.score = math.inf
             return
         X = probe.smoother.exact_estimates(keys)

@@ -11,7 +11,8 @@ from mbfg_ros.estimation.estimator import Estimator
 from mbfg_ros.estimation.smoother import SolverFailure, exception_summary
 from mbfg_ros.estimation.status import EstimatorStatus
 from mbfg_ros.io.estimate_messages import diagnostics_message
-from mbfg_ros.model.mechanism import load_mechanism
+from mbfg_ros.model.config import GyroConfig, SensorsConfig
+from mbfg_ros.model.mechanism import Mechanism, load_mechanism
 from mbfg_ros.sim.forward import simulate
 from mbfg_ros.sim.scenario import Scenario
 from mbfg_ros.sim.sensors import SensorOptions, synthesize
@@ -53,3 +54,21 @@ def test_an_exception_is_summarised_by_its_first_paragraph():
     assert text == "Indeterminate linear system detected while working near variable 42 (Symbol: x0)."
     assert SolverFailure(text).indeterminate and not SolverFailure("diverging").indeterminate
     assert exception_summary(RuntimeError("")) == "RuntimeError"
+
+
+def test_start_hypotheses_that_switch_to_qr_are_scored():
+    """The same pendulum sensed by a rod gyro alone (its pose from start hypotheses): each probe
+    switches to QR on its first keyframe too; that recovery no longer disqualifies it (every
+    hypothesis scored inf, and the start fell back to the prior unscored)."""
+    mech = load_mechanism(ROOT / "test/fixtures/pendulum.yaml")
+    gyro = GyroConfig(name="rod_gyro", frame="rod", noise=0.005, topic="gyro", rate=1000.0)
+    noise = dataclasses.replace(mech.config.estimator.noise, dynamics=0.005)
+    cfg = dataclasses.replace(mech.config, sensors=SensorsConfig(gyros=[gyro]),
+                              estimator=dataclasses.replace(mech.config.estimator, noise=noise))
+    mech = Mechanism(cfg)
+    traj = simulate(mech, Scenario(duration=1.0, initial_dof_offset=0.3), progress=False)
+    est = Estimator(mech, freeze_gc=False)
+    for s in synthesize(traj, SensorOptions(seed=3), config_mechanism=mech):
+        est.add_sample(s.sensor, s.stamp, s.value)
+    assert est.health.start_searches == 1 and est.qr
+    assert "score inf" not in est.health.last_start_search, est.health.last_start_search
