@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.linalg
 
 from mbfg_ros.estimation.integration_noise import IntegrationNoise
 from mbfg_ros.estimation.outputs import Health
@@ -45,6 +44,10 @@ class StepLinearizer:
         self.cfg = cfg
         self.health = health
         self.innovations: np.ndarray | None = None   # set to an array: each refined step's |whitened innovations|
+        # scipy.linalg (0.2-1 s of CPU to import) when an estimator is built, not with this module:
+        # a node refusing its parameters or its rig exits without it
+        from scipy.linalg import lstsq
+        self._lstsq = lstsq
 
     def linearize(self, x0: np.ndarray | None, x1: np.ndarray, p: np.ndarray | None,
                   prior: tuple[np.ndarray, np.ndarray], copy: bool = True):
@@ -82,7 +85,7 @@ class StepLinearizer:
             if done and x0 is not None and self._raise_to_local_truncation(x_before, x0, x1):
                 r, J0, J1 = self.linearize(x0, x1, None, prior, copy=False)
             cost = float(r @ r)
-            dx = scipy.linalg.lstsq(J1, -r, lapack_driver="gelsy", check_finite=False)[0]
+            dx = self._lstsq(J1, -r, lapack_driver="gelsy", check_finite=False)[0]
             if not math.isfinite(dx.sum()):
                 break
             x_new = x1 + dx
