@@ -8,6 +8,7 @@ higher layer is still a dependency upwards) but not for circles.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 from conftest import ROOT
@@ -54,8 +55,10 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return out
 
 
+@functools.cache
 def import_graph() -> dict[str, dict[str, bool]]:
-    """{module: {imported module of the package: runtime (False: only under TYPE_CHECKING)}}."""
+    """{module: {imported module of the package: runtime (False: only under TYPE_CHECKING)}};
+    read once per session (every test here only reads it)."""
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph: dict[str, dict[str, bool]] = {}
     for name, path in modules.items():
