@@ -8,12 +8,15 @@ true (noise-free) reading.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from mbfg_ros.model.mechanism import Mechanism
-from mbfg_ros.sim.forward import Trajectory
 from mbfg_ros.sim.sensors import sample_times
+
+if TYPE_CHECKING:        # a type only: reading a bag's truth topics then needs no scipy.integrate
+    from mbfg_ros.sim.forward import Trajectory
 
 DEFAULT_TRUTH_RATE = 200.0
 """Hz, the default rate of the ground truth (the estimator's default keyframe rate)."""

@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -45,8 +46,10 @@ from mbfg_ros.model.channels import channel_names
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.sensors.base import SensorModel
 from mbfg_ros.sensors.registry import KIND_NAMES, channels as input_channels
-from mbfg_ros.sim.forward import Trajectory
 from mbfg_ros.sim.scenario import truth_mechanism
+
+if TYPE_CHECKING:        # a type only: reading a bag's truth topics then needs no scipy.integrate
+    from mbfg_ros.sim.forward import Trajectory
 
 SENSOR_KINDS = KIND_NAMES
 """The kinds of channel; also the keys of SensorOptions.rates that apply to a whole kind."""
