@@ -98,10 +98,12 @@ class DivergenceMonitor:
 
     def add(self, sensor: str, stamp: float, residuals) -> None:
         """Whitened residuals (sigmas, one per reading) of ``sensor``'s readings near ``stamp``."""
+        if isinstance(residuals, np.ndarray):
+            residuals = residuals.tolist()         # (Python floats: the same squares, summed in order)
         n = len(residuals)
         if n == 0:
             return
-        sq = float(sum(float(r) * float(r) for r in residuals))
+        sq = float(sum([x * x for x in map(float, residuals)]))
         if not math.isfinite(sq):
             sq = 1e300
         if self._first is None:
@@ -135,16 +137,20 @@ class DivergenceMonitor:
         w = windows.get(sensor)
         if w is None:
             w = windows[sensor] = _Window()
-        w.entries.append((stamp, sq, n))
-        w.sq += sq
-        w.count += n
-        while w.entries and w.entries[0][0] <= stamp - span and w.count - w.entries[0][2] >= keep:
-            _, s0, n0 = w.entries.popleft()
-            w.sq -= s0
-            w.count -= n0
-        if not w.entries:
-            w.sq, w.count = 0.0, 0
-        return math.sqrt(max(w.sq, 0.0) / w.count) if w.count else 0.0
+        entries = w.entries
+        entries.append((stamp, sq, n))
+        total, count = w.sq + sq, w.count + n
+        oldest = stamp - span
+        while entries and entries[0][0] <= oldest and count - entries[0][2] >= keep:
+            _, s0, n0 = entries.popleft()
+            total -= s0
+            count -= n0
+        if not entries:
+            total, count = 0.0, 0
+        w.sq, w.count = total, count
+        if not count:
+            return 0.0
+        return math.sqrt((0.0 if total < 0.0 else total) / count)     # (as max(total, 0.0))
 
     def run_rms(self) -> dict[str, float]:
         """{sensor: whitened residual RMS of every reading tested from ``settle`` s after the

@@ -104,7 +104,7 @@ class StepLinearizer:
         A = self.fn.lay.A
         local = self.integration.local(None if x_before is None else x_before[A], x0[A], x1[A])
         sig = self.fn.step.p[self.layout.integration]
-        if not np.any(local > sig):
+        if not (local > sig).any():
             return False
         np.maximum(sig, local, out=sig)
         self.health.integration_raises += 1

@@ -198,7 +198,7 @@ class FixedLagSmoother:
             x = self.isam.calculateEstimateVector(key(k))
         except RuntimeError as exc:
             raise SolverFailure(str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__) from None
-        if not np.all(np.isfinite(x)):
+        if not np.isfinite(x).all():
             raise SolverFailure(f"non-finite estimate of keyframe {k}")
         return x
 
