@@ -42,6 +42,8 @@ RECENT = 0.1
 ``min_readings`` of them) is back within the limit: it agrees with the estimate again. The
 window's RMS would hold a burst for up to a window after it (a real rig's 0.2 s jerk at the start
 flagged for 0.7 s)."""
+HUGE = 1e300
+"""sigma^2: a non-finite sum of squared residuals counts as this much."""
 KEPT_PERIODS = 10_000
 """The newest periods kept (a node that runs for months stays bounded; ``period_count`` counts all)."""
 
@@ -105,14 +107,16 @@ class DivergenceMonitor:
             return
         sq = float(sum([x * x for x in map(float, residuals)]))
         if not math.isfinite(sq):
-            sq = 1e300
+            sq = HUGE
         if self._first is None:
             self._first = stamp
         f = self.floor.get(sensor, 1.0)
         if stamp >= self._first + self.settle:
             for sums, value in ((self._raw, sq), (self._run, sq / (f * f))):
-                acc = sums.setdefault(sensor, [0.0, 0])
-                acc[0] += min(value, 1e300)
+                acc = sums.get(sensor)
+                if acc is None:
+                    acc = sums[sensor] = [0.0, 0]
+                acc[0] += HUGE if HUGE < value else value          # (as min(value, HUGE))
                 acc[1] += n
         sq /= f * f
         rms = self._roll(self._w, sensor, stamp, sq, n, self.window, 0)
@@ -295,6 +299,9 @@ def test_step(mon: DivergenceMonitor, check, layout, streams, taken: list[int], 
     (CompiledRows) just evaluated at the new estimate, ``layout`` its StepLayout, ``streams``
     the measuring streams and ``taken`` how many readings of each the step took, ``stamp`` the
     step's keyframe time (s)."""
+    absr = None
     for b, s, c in zip(layout.blocks, streams, taken):
         if c:
-            mon.add(s.name, stamp, check.abs[b.readings.start:b.readings.start + c])
+            if absr is None:
+                absr = check.abs.tolist()          # (Python floats, the same values)
+            mon.add(s.name, stamp, absr[b.readings.start:b.readings.start + c])

@@ -180,8 +180,8 @@ class StepInbox:
         self._flat = self.rows.reshape(-1)           # the same memory, one index per value (put)
         self.counts = [[0] * len(streams) for _ in range(ahead)]
         self.blocks = [(b.start, b.width, b.slots, b.sensor.dim) for b in layout.blocks]
-        self.mean_abs = [b.mean_abs for b in layout.blocks]
-        self.jitter = [b.jitter for b in layout.blocks]
+        self.mean_abs = np.array([b.mean_abs for b in layout.blocks], dtype=np.intp)   # indices in p
+        self.jitter = np.array([b.jitter for b in layout.blocks], dtype=np.intp)
         self.waiting: list[tuple[int, float, object]] = []      # before the run: (stream, stamp, value)
         self.later: list[tuple[int, int, float, object]] = []    # (k, stream, stamp, value)
         self.pending = [0] * len(streams)
@@ -259,12 +259,14 @@ class StepInbox:
         p[:] = self.rows[r]
         self.rows[r] = self.template
         cnt = self.counts[r]
+        pending = self.pending
         for i, s in enumerate(self.streams):
-            s.taken = cnt[i]
-            self.pending[i] -= cnt[i]
+            c = cnt[i]
+            s.taken = c
+            pending[i] -= c
             cnt[i] = 0
-            p[self.mean_abs[i]] = s.mean_abs          # the sensor's innovation scale, now
-            p[self.jitter[i]] = s.jitter              # and its stamps' timing error
+        p[self.mean_abs] = [s.mean_abs for s in self.streams]      # the sensors' innovation scales, now
+        p[self.jitter] = [s.jitter for s in self.streams]          # and their stamps' timing errors
         extra = []
         if self.later:
             later, self.later = self.later, []
