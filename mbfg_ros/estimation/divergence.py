@@ -169,10 +169,13 @@ class DivergenceMonitor:
         their datasheet noise leaves out (:mod:`.model_uncertainty` calls this while it chooses
         the model's uncertainty, after which the levels are held). A level above the limit
         still fails; a later rise by ``limit`` times fails."""
-        for name in sensors:
-            sq, n = self._raw.get(name, (0.0, 0))
-            if n:
-                self.floor[name] = min(max(1.0, math.sqrt(sq / n)), most)
+        raw = self._raw
+        for name in sensors:                      # (per reading while the search runs: no max/min calls)
+            acc = raw.get(name)
+            if acc is not None and acc[1]:
+                level = math.sqrt(acc[0] / acc[1])
+                level = level if level > 1.0 else 1.0             # max(1, level)
+                self.floor[name] = most if most < level else level   # min(level, most)
 
     @property
     def failing(self) -> dict[str, float]:
