@@ -42,6 +42,8 @@ RECENT = 0.1
 ``min_readings`` of them) is back within the limit: it agrees with the estimate again. The
 window's RMS would hold a burst for up to a window after it (a real rig's 0.2 s jerk at the start
 flagged for 0.7 s)."""
+HUGE = 1e300
+"""sigma^2: a non-finite sum of squared residuals counts as this much."""
 KEPT_PERIODS = 10_000
 """The newest periods kept (a node that runs for months stays bounded; ``period_count`` counts all)."""
 
@@ -98,19 +100,23 @@ class DivergenceMonitor:
 
     def add(self, sensor: str, stamp: float, residuals) -> None:
         """Whitened residuals (sigmas, one per reading) of ``sensor``'s readings near ``stamp``."""
+        if isinstance(residuals, np.ndarray):
+            residuals = residuals.tolist()         # (Python floats: the same squares, summed in order)
         n = len(residuals)
         if n == 0:
             return
-        sq = float(sum(float(r) * float(r) for r in residuals))
+        sq = float(sum([x * x for x in map(float, residuals)]))
         if not math.isfinite(sq):
-            sq = 1e300
+            sq = HUGE
         if self._first is None:
             self._first = stamp
         f = self.floor.get(sensor, 1.0)
         if stamp >= self._first + self.settle:
             for sums, value in ((self._raw, sq), (self._run, sq / (f * f))):
-                acc = sums.setdefault(sensor, [0.0, 0])
-                acc[0] += min(value, 1e300)
+                acc = sums.get(sensor)
+                if acc is None:
+                    acc = sums[sensor] = [0.0, 0]
+                acc[0] += HUGE if HUGE < value else value          # (as min(value, HUGE))
                 acc[1] += n
         sq /= f * f
         rms = self._roll(self._w, sensor, stamp, sq, n, self.window, 0)
@@ -135,16 +141,20 @@ class DivergenceMonitor:
         w = windows.get(sensor)
         if w is None:
             w = windows[sensor] = _Window()
-        w.entries.append((stamp, sq, n))
-        w.sq += sq
-        w.count += n
-        while w.entries and w.entries[0][0] <= stamp - span and w.count - w.entries[0][2] >= keep:
-            _, s0, n0 = w.entries.popleft()
-            w.sq -= s0
-            w.count -= n0
-        if not w.entries:
-            w.sq, w.count = 0.0, 0
-        return math.sqrt(max(w.sq, 0.0) / w.count) if w.count else 0.0
+        entries = w.entries
+        entries.append((stamp, sq, n))
+        total, count = w.sq + sq, w.count + n
+        oldest = stamp - span
+        while entries and entries[0][0] <= oldest and count - entries[0][2] >= keep:
+            _, s0, n0 = entries.popleft()
+            total -= s0
+            count -= n0
+        if not entries:
+            total, count = 0.0, 0
+        w.sq, w.count = total, count
+        if not count:
+            return 0.0
+        return math.sqrt((0.0 if total < 0.0 else total) / count)     # (as max(total, 0.0))
 
     def run_rms(self) -> dict[str, float]:
         """{sensor: whitened residual RMS of every reading tested from ``settle`` s after the
@@ -159,10 +169,13 @@ class DivergenceMonitor:
         their datasheet noise leaves out (:mod:`.model_uncertainty` calls this while it chooses
         the model's uncertainty, after which the levels are held). A level above the limit
         still fails; a later rise by ``limit`` times fails."""
-        for name in sensors:
-            sq, n = self._raw.get(name, (0.0, 0))
-            if n:
-                self.floor[name] = min(max(1.0, math.sqrt(sq / n)), most)
+        raw = self._raw
+        for name in sensors:                      # (per reading while the search runs: no max/min calls)
+            acc = raw.get(name)
+            if acc is not None and acc[1]:
+                level = math.sqrt(acc[0] / acc[1])
+                level = level if level > 1.0 else 1.0             # max(1, level)
+                self.floor[name] = most if most < level else level   # min(level, most)
 
     @property
     def failing(self) -> dict[str, float]:
@@ -289,6 +302,9 @@ def test_step(mon: DivergenceMonitor, check, layout, streams, taken: list[int], 
     (CompiledRows) just evaluated at the new estimate, ``layout`` its StepLayout, ``streams``
     the measuring streams and ``taken`` how many readings of each the step took, ``stamp`` the
     step's keyframe time (s)."""
+    absr = None
     for b, s, c in zip(layout.blocks, streams, taken):
         if c:
-            mon.add(s.name, stamp, check.abs[b.readings.start:b.readings.start + c])
+            if absr is None:
+                absr = check.abs.tolist()          # (Python floats, the same values)
+            mon.add(s.name, stamp, absr[b.readings.start:b.readings.start + c])

@@ -38,7 +38,7 @@ from mbfg_ros.estimation.model_uncertainty import SKIP, ModelUncertainty, score_
 from mbfg_ros.estimation.outputs import Estimate, Forces, Health, SensorCounts, estimate_forces
 from mbfg_ros.estimation.relinearization import Relinearizer, StepRecords
 from mbfg_ros.estimation.restarts import SEARCH_SECONDS, Restarts
-from mbfg_ros.estimation.sample_gate import Admitted, SampleGate
+from mbfg_ros.estimation.sample_gate import SampleGate
 from mbfg_ros.estimation.schedule import GroupStep, KeyframeSchedule, StepInbox, keyframes_per_update, step_readings
 from mbfg_ros.estimation.sensor_streams import SensorStream, count_step
 from mbfg_ros.estimation.smoother import FixedLagSmoother, SolverFailure
@@ -230,27 +230,29 @@ class Estimator:
         in line again, and the start of a new run (a reset) when JUMP_CONFIRM such readings
         come in a row (:mod:`.sample_gate`).
         """
-        if self.uncertainty is not None and self.uncertainty.active:
-            self.uncertainty.feed(self, sensor, stamp, value)
-        got = self.gate.admit(sensor, stamp, value)
-        if not isinstance(got, Admitted):
+        u = self.uncertainty
+        if u is not None and u.active:
+            u.feed(self, sensor, stamp, value)
+        gate = self.gate
+        got = gate.admit(sensor, stamp, value)
+        if got.__class__ is str:
             if got == "unknown_sensor":
                 self.health.unknown_sensor += 1
             return got
-        s, y = got.stream, got.value
+        s, y = got
         s.stamps.add(stamp)
-        if stamp < self.gate.back_limit:
-            held = self.gate.hold(sensor, stamp, value)
+        if stamp < gate.back_limit:
+            held = gate.hold(sensor, stamp, value)
             if held is None:
                 return "held"
             self.reset(f"time jumped backwards to {held[0][1]:.3f} s on {held[0][0]}")
             for name, st, val in held[:-1]:
-                self.gate.sensors[name].counts.received -= 1
+                gate.sensors[name].counts.received -= 1
                 self.take_sample(name, st, val)
             s.is_duplicate(stamp)
-        else:
-            self.gate.in_line()
-        self.gate.note_stamp(s, stamp)
+        elif gate.held:
+            gate.in_line()
+        gate.note_stamp(s, stamp)
         sch = self.schedule
         if s.kind == "command":
             self.efforts.add(s.index, stamp, y)
@@ -268,11 +270,13 @@ class Estimator:
         # its keyframe k (t_{k-1} < stamp <= t_k, within keyframe_of's tolerance): a closed k
         # takes it late (also a stamp a rounding error past t_closed, which a slot would strand)
         f = (stamp - sch.t0) / sch.h
-        k = sch.k0 + max(0, math.ceil(f - 1e-9))
+        k0 = sch.k0
+        k = math.ceil(f - 1e-9)
+        k = k0 + k if k > 0 else k0
         if k <= sch.closed:
             status = add_late(self, s, stamp, y)
         else:
-            self.inbox.put(s.slot, k, sch.closed, stamp, y, f - (k - sch.k0 - 1))
+            self.inbox.put(s.slot, k, sch.closed, stamp, y, f - (k - k0 - 1))
         if stamp > sch.latest:
             sch.latest = stamp
         if stamp + s.lead >= sch.t_next:             # (it may have been the one the keyframe waited for)

@@ -70,12 +70,14 @@ class IntegrationNoise:
         self._d2: deque[np.ndarray] = deque()
         self._s1 = np.zeros(self.n)
         self._s2 = np.zeros(self.n)
+        self._sigmas: np.ndarray | None = None       # sigmas() until the next add
 
     def add(self, a: np.ndarray) -> None:
         """The accelerations of the next solved keyframe (in keyframe order)."""
         a = np.array(a, float)
-        if not np.all(np.isfinite(a)):
+        if not np.isfinite(a).all():
             return
+        self._sigmas = None
         self._a.append(a)
         if len(self._a) >= 2:
             self._push(self._d1, (self._a[-1] - self._a[-2]) ** 2, 1)
@@ -112,11 +114,15 @@ class IntegrationNoise:
         return out
 
     def sigmas(self) -> np.ndarray:
-        """(2n,) the integration sigmas of the next step: positions, then velocities."""
-        out = self.default.copy()
-        h, n = self.h, self.n
-        if self._d1:
-            out[:n] = np.maximum(out[:n], h * h / 12.0 * np.sqrt(self._s1 / len(self._d1)))
-        if self._d2:
-            out[n:] = np.maximum(out[n:], h / 12.0 * np.sqrt(self._s2 / len(self._d2)))
-        return out
+        """(2n,) the integration sigmas of the next step: positions, then velocities (a new
+        array; worked out once per :meth:`add`: the keyframes of one ISAM2 update share them)."""
+        out = self._sigmas
+        if out is None:
+            out = self.default.copy()
+            h, n = self.h, self.n
+            if self._d1:
+                out[:n] = np.maximum(out[:n], h * h / 12.0 * np.sqrt(self._s1 / len(self._d1)))
+            if self._d2:
+                out[n:] = np.maximum(out[n:], h / 12.0 * np.sqrt(self._s2 / len(self._d2)))
+            self._sigmas = out
+        return out.copy()

@@ -31,6 +31,38 @@ gyro-only slider-crank at 1 kHz: the prediction misses by 8.6 sigma at the media
 165 at p99 (dead centres); on the four-bar at 200 Hz by 1.7 / 12 / 43."""
 
 
+class GelsySolver:
+    """Least squares ``min |A x - b|`` by LAPACK's ``gelsy`` (QR with column pivoting): what
+    ``scipy.linalg.lstsq(A, b, lapack_driver="gelsy", check_finite=False)`` returns, bit for bit
+    (the same routine, work size and ``cond``), without its per-call argument checks and work-size
+    query (about 10 us a call; the work size is kept per shape). Float64 A (m, n) with m >= n
+    and b (m,); anything else goes to scipy's ``lstsq``."""
+
+    def __init__(self) -> None:
+        # scipy.linalg (0.2-1 s of CPU to import) when an estimator is built, not with this module:
+        # a node refusing its parameters or its rig exits without it
+        from scipy.linalg import lapack, lstsq
+        self._lstsq = lstsq
+        self._gelsy, self._gelsy_lwork = lapack.get_lapack_funcs(("gelsy", "gelsy_lwork"), (np.zeros((1, 1)),))
+        self._cond = np.finfo(np.float64).eps
+        self._lwork: dict[tuple[int, int], int] = {}
+
+    def __call__(self, A: np.ndarray, b: np.ndarray) -> np.ndarray:
+        m, n = A.shape
+        if m < n or n == 0 or A.dtype != np.float64 or b.dtype != np.float64 or b.shape != (m,):
+            return self._lstsq(A, b, lapack_driver="gelsy", check_finite=False)[0]
+        lwork = self._lwork.get((m, n))
+        if lwork is None:
+            work, info = self._gelsy_lwork(m, n, 1, self._cond)
+            if info != 0:
+                raise ValueError(f"Internal work array size computation failed: {info}")
+            lwork = self._lwork[(m, n)] = int(work.real)
+        _, x, _, _, info = self._gelsy(A, b, np.zeros((n, 1), dtype=np.int32), self._cond, lwork, False, False)
+        if info < 0:
+            raise ValueError(f"illegal value in {-info}-th argument of internal gelsy")
+        return x[:n]
+
+
 class StepLinearizer:
     """Rows and Jacobians of the steps of one estimator (its step function ``fn``)."""
 
@@ -44,10 +76,7 @@ class StepLinearizer:
         self.cfg = cfg
         self.health = health
         self.innovations: np.ndarray | None = None   # set to an array: each refined step's |whitened innovations|
-        # scipy.linalg (0.2-1 s of CPU to import) when an estimator is built, not with this module:
-        # a node refusing its parameters or its rig exits without it
-        from scipy.linalg import lstsq
-        self._lstsq = lstsq
+        self.least_squares = GelsySolver()
 
     def linearize(self, x0: np.ndarray | None, x1: np.ndarray, p: np.ndarray | None,
                   prior: tuple[np.ndarray, np.ndarray], copy: bool = True):
@@ -85,7 +114,7 @@ class StepLinearizer:
             if done and x0 is not None and self._raise_to_local_truncation(x_before, x0, x1):
                 r, J0, J1 = self.linearize(x0, x1, None, prior, copy=False)
             cost = float(r @ r)
-            dx = self._lstsq(J1, -r, lapack_driver="gelsy", check_finite=False)[0]
+            dx = self.least_squares(J1, -r)
             if not math.isfinite(dx.sum()):
                 break
             x_new = x1 + dx
@@ -107,7 +136,7 @@ class StepLinearizer:
         A = self.fn.lay.A
         local = self.integration.local(None if x_before is None else x_before[A], x0[A], x1[A])
         sig = self.fn.step.p[self.layout.integration]
-        if not np.any(local > sig):
+        if not (local > sig).any():
             return False
         np.maximum(sig, local, out=sig)
         self.health.integration_raises += 1

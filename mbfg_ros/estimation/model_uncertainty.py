@@ -83,6 +83,9 @@ BUILD_GUESS = 0.002
 CLOSE_GUESS = 0.001
 """s: the cost of a candidate's reading that closes a keyframe assumed before one was timed."""
 
+MEAN_FLOOR = 1e-12
+"""A candidate's mean |whitened innovation| is scored (log) at least at this (:meth:`ModelUncertainty.best`)."""
+
 
 def candidate_scales(cfg: ModelUncertaintyConfig) -> list[float]:
     """The grid of scales tried: max, max / GRID_RATIO, ... down to min (min included)."""
@@ -268,11 +271,19 @@ class ModelUncertainty:
         innovations score best so far (the current one if none has scored readings of every
         sensor yet)."""
         best, best_cost = self.scale, math.inf
-        for c, est in (self.candidates[i] for i in ready):
-            means = [s.innovations.mean for s in est.measuring if s.innovations.count]
-            if len(means) < sum(1 for s in est.measuring if s.counts.used) or not means:
+        log = math.log
+        for i in ready:                           # (called per reading while searching: plain loops)
+            c, est = self.candidates[i]
+            means, used = [], 0
+            for s in est.measuring:
+                inn = s.innovations
+                if inn.count:
+                    means.append(inn.total / inn.count)        # (its mean)
+                if s.counts.used:
+                    used += 1
+            if len(means) < used or not means:
                 continue
-            cost = sum(math.log(max(m, 1e-12)) for m in means)
+            cost = sum([log(MEAN_FLOOR if MEAN_FLOOR > m else m) for m in means])   # (log of max(m, floor))
             if cost < best_cost:
                 best, best_cost = c, cost
         return best

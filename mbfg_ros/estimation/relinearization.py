@@ -153,9 +153,9 @@ class SingularityThreshold:
         """The closure rows' Jacobian with respect to q (m, n; any row scale) at the newest
         keyframe."""
         s = np.linalg.svd(phi_q[:, self.dependent], compute_uv=False)
-        if not (s.size and np.all(np.isfinite(s)) and s[0] > 0.0):
+        if not (s.size and np.isfinite(s).all() and s[0] > 0.0):
             return
-        r = int(np.sum(s > RANK_TOLERANCE * s[0]))
+        r = int(np.count_nonzero(s > RANK_TOLERANCE * s[0]))
         if self.rank is None or r > self.rank:   # (a run that starts near a singular pose)
             self.rank, self.best = r, math.inf
         self.condition = float(s[0] / s[self.rank - 1]) if s[self.rank - 1] > 0.0 else math.inf

@@ -10,19 +10,11 @@ reset) and the caller restarts with them. Every count lives on the sensor's Sens
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from mbfg_ros.estimation.outputs import SensorCounts
 from mbfg_ros.estimation.sensor_streams import SensorStream
 
 JUMP_CONFIRM = 3               # readings in a row older than the window make a jump backwards
-
-
-@dataclass
-class Admitted:
-    """A sample the gate let through: its stream and its value (a float for one-value sensors)."""
-    stream: SensorStream
-    value: object
 
 
 class SampleGate:
@@ -38,21 +30,29 @@ class SampleGate:
         self.back_limit = -math.inf
         self.held = []
 
-    def admit(self, sensor: str, stamp: float, value) -> Admitted | str:
-        """The admitted sample, or why not: unknown_sensor, rejected_nonfinite, rejected_duplicate
-        (counted; the caller counts unknown sensors on its health)."""
+    def admit(self, sensor: str, stamp: float, value) -> tuple[SensorStream, object] | str:
+        """The admitted sample as (its stream, its value: a float for one-value sensors), or why
+        not, a str: unknown_sensor, rejected_nonfinite, rejected_duplicate (counted; the caller
+        counts unknown sensors on its health). Called once per reading: plain float checks, no
+        objects made for an admitted reading but the tuple."""
         s = self.sensors.get(sensor)
         if s is None:
             return "unknown_sensor"
         c = s.counts
         c.received += 1
+        isfinite = math.isfinite
         try:
             if s.dim == 1:
                 y = float(value[0]) if hasattr(value, "__getitem__") else float(value)
-                ok = math.isfinite(y) and math.isfinite(stamp)
+                ok = isfinite(y) and isfinite(stamp)
             else:
                 y = value
-                ok = len(value) == s.dim and math.isfinite(stamp) and all(math.isfinite(float(x)) for x in value)
+                ok = len(value) == s.dim and isfinite(stamp)
+                if ok:
+                    for x in value:               # (stops at the first non-finite value)
+                        if not isfinite(float(x)):
+                            ok = False
+                            break
         except (TypeError, ValueError, IndexError):
             ok = False
         if not ok:
@@ -61,7 +61,7 @@ class SampleGate:
         if s.is_duplicate(stamp):
             c.rejected_duplicate += 1
             return "rejected_duplicate"
-        return Admitted(s, y)
+        return s, y
 
     def hold(self, sensor: str, stamp: float, value) -> list | None:
         """A reading stamped before the window: None while held (fewer than JUMP_CONFIRM in a

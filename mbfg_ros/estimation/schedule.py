@@ -63,7 +63,12 @@ def due_lead(period: float, jitter: float = 0.0) -> float:
     times its stamps' timing error ``jitter`` (s), the larger."""
     if period <= 0:
         return 0.0
-    return max(0.0, period - max(DUE_SLACK * period, DUE_JITTER_SIGMAS * jitter))
+    slack = DUE_SLACK * period
+    by_jitter = DUE_JITTER_SIGMAS * jitter
+    if by_jitter > slack:                    # (as max(slack, by_jitter); and max(0, lead) below)
+        slack = by_jitter
+    lead = period - slack
+    return lead if lead > 0.0 else 0.0
 
 
 def stream_lead(s: SensorStream) -> float:
@@ -73,7 +78,8 @@ def stream_lead(s: SensorStream) -> float:
     if s.kind == "command":
         return 0.0
     period = s.nominal_period
-    measured = s.stamps.period if s.stamps.steps >= MIN_STEPS else 0.0
+    stamps = s.stamps
+    measured = stamps.period if stamps.steps >= MIN_STEPS else 0.0
     if measured > 0 and (period <= 0 or measured < period):
         period = measured
     return due_lead(period, s.jitter)
@@ -170,10 +176,12 @@ class StepInbox:
         self.template = layout.empty_parameters()
         self.K = ahead
         self.rows = np.tile(self.template, (ahead, 1))
+        self.width = self.template.size
+        self._flat = self.rows.reshape(-1)           # the same memory, one index per value (put)
         self.counts = [[0] * len(streams) for _ in range(ahead)]
         self.blocks = [(b.start, b.width, b.slots, b.sensor.dim) for b in layout.blocks]
-        self.mean_abs = [b.mean_abs for b in layout.blocks]
-        self.jitter = [b.jitter for b in layout.blocks]
+        self.mean_abs = np.array([b.mean_abs for b in layout.blocks], dtype=np.intp)   # indices in p
+        self.jitter = np.array([b.jitter for b in layout.blocks], dtype=np.intp)
         self.waiting: list[tuple[int, float, object]] = []      # before the run: (stream, stamp, value)
         self.later: list[tuple[int, int, float, object]] = []    # (k, stream, stamp, value)
         self.pending = [0] * len(streams)
@@ -202,13 +210,13 @@ class StepInbox:
         if j >= slots:
             self.later.append((k, i, stamp, value))
             return
-        row = self.rows[r]
-        o = start + j * width
-        row[o] = fraction
+        flat = self._flat
+        o = r * self.width + start + j * width      # (row r of the ring, slot j of stream i)
+        flat[o] = fraction
         if dim == 1:
-            row[o + 1] = value
+            flat[o + 1] = value
         else:
-            row[o + 1:o + 1 + dim] = value
+            flat[o + 1:o + 1 + dim] = value
         cnt[i] = j + 1
 
     def earliest(self, i: int | None = None) -> tuple[float, object] | None:
@@ -251,12 +259,14 @@ class StepInbox:
         p[:] = self.rows[r]
         self.rows[r] = self.template
         cnt = self.counts[r]
+        pending = self.pending
         for i, s in enumerate(self.streams):
-            s.taken = cnt[i]
-            self.pending[i] -= cnt[i]
+            c = cnt[i]
+            s.taken = c
+            pending[i] -= c
             cnt[i] = 0
-            p[self.mean_abs[i]] = s.mean_abs          # the sensor's innovation scale, now
-            p[self.jitter[i]] = s.jitter              # and its stamps' timing error
+        p[self.mean_abs] = [s.mean_abs for s in self.streams]      # the sensors' innovation scales, now
+        p[self.jitter] = [s.jitter for s in self.streams]          # and their stamps' timing errors
         extra = []
         if self.later:
             later, self.later = self.later, []

@@ -49,12 +49,14 @@ class SensorStream:
     def is_duplicate(self, stamp: float) -> bool:
         """Whether ``stamp`` repeats one of the sensor's last 64 stamps (then it is not
         remembered again); otherwise it is remembered."""
-        if stamp in self._recent_set:
+        seen = self._recent_set
+        if stamp in seen:
             return True
-        self._recent.append(stamp)
-        self._recent_set.add(stamp)
-        if len(self._recent) > 64:
-            self._recent_set.discard(self._recent.popleft())
+        recent = self._recent
+        recent.append(stamp)
+        seen.add(stamp)
+        if len(recent) > 64:
+            seen.discard(recent.popleft())
         return False
 
     @property
@@ -79,21 +81,23 @@ class SensorStream:
 
     def set_mean_abs(self, m: float) -> None:
         self.mean_abs = m
-        self.scale = max(1.0, m / GAUSSIAN_MEAN_ABS)
+        scale = m / GAUSSIAN_MEAN_ABS
+        self.scale = scale if scale > 1.0 else 1.0           # (as max(1.0, scale))
 
 
 def count_step(streams: list[SensorStream], stats) -> list[int]:
     """Counts and innovation scales of the readings in the step just linearised (``stats``: the
     step function's per-sensor outputs, mean |innovation| and down-weighted count); returns how
     many readings of each stream it took."""
-    taken = []
-    for i, s in enumerate(streams):
-        c = s.taken
-        taken.append(c)
-        if c:
-            s.counts.used += c
-            s.set_mean_abs(float(stats[2 * i]))
-            d = stats[2 * i + 1]
-            if d:
-                s.counts.downweighted += int(d)
+    taken = [s.taken for s in streams]
+    if any(taken):
+        values = stats.tolist()                  # (Python floats, as float() of each)
+        for i, s in enumerate(streams):
+            c = taken[i]
+            if c:
+                s.counts.used += c
+                s.set_mean_abs(values[2 * i])
+                d = values[2 * i + 1]
+                if d:
+                    s.counts.downweighted += int(d)
     return taken

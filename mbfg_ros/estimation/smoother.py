@@ -211,7 +211,7 @@ class FixedLagSmoother:
             x = self.isam.calculateEstimateVector(key(k))
         except RuntimeError as exc:
             raise SolverFailure(exception_summary(exc)) from None
-        if not np.all(np.isfinite(x)):
+        if not np.isfinite(x).all():
             raise SolverFailure(f"non-finite estimate of keyframe {k}")
         return x
 

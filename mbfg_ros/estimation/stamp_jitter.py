@@ -29,6 +29,8 @@ SPAN = 500
 MIN_STEPS = 20
 """steps a stream needs before its jitter is measured (0 until then)."""
 
+INF = math.inf
+
 MAX_FRACTION = 0.5
 """the measured jitter is held below this fraction of the sensor's period: a stream whose stamps
 wander more than that is irregular by design (events), not a jittered periodic one."""
@@ -39,6 +41,7 @@ class StampJitter:
 
     def __init__(self, span: int = SPAN) -> None:
         self.rate = 1.0 / span
+        self.span = 1.0 / self.rate      # (readings: the running mean's weight is 1 / (steps + 1) up to here)
         self.reset()
 
     def reset(self) -> None:
@@ -54,24 +57,31 @@ class StampJitter:
         self.excess = math.nan
 
     def add(self, stamp: float) -> None:
-        """A new reading's stamp (a stamp not after the last one is ignored)."""
-        dt = stamp - self.last
-        self.last = max(self.last, stamp)
-        if not dt > 0 or not math.isfinite(dt):
+        """A new reading's stamp (a stamp not after the last one is ignored). Called per
+        reading: plain comparisons instead of max(), the same arithmetic."""
+        last = self.last
+        dt = stamp - last
+        if stamp > last:
+            self.last = stamp
+        if not 0.0 < dt < INF:                   # (dt positive and finite)
             return
         T = self.period
         if T <= 0:
             self.period = dt
             return
-        m = max(1, round(dt / T))
+        m = round(dt / T)
+        if m < 1:
+            m = 1
         d = dt - m * T
         if m == 1 and abs(d) < 0.5 * T:
             T += self.rate * 10 * d                # the period follows the regular steps faster
             self.period = T
-        if math.isfinite(self.excess):
-            r = self.rate if self.steps > 1.0 / self.rate else 1.0 / (self.steps + 1)
-            self.var6 += r * ((d - self.excess) ** 2 - self.var6)
-            self.steps += 1
+        excess = self.excess
+        if math.isfinite(excess):                  # (a step before this one)
+            steps = self.steps
+            r = self.rate if steps > self.span else 1.0 / (steps + 1)
+            self.var6 += r * ((d - excess) ** 2 - self.var6)
+            self.steps = steps + 1
         self.excess = d
 
     @property
@@ -79,4 +89,7 @@ class StampJitter:
         """s, the stamps' timing error (0 before :data:`MIN_STEPS` steps)."""
         if self.steps < MIN_STEPS:
             return 0.0
-        return min(math.sqrt(max(self.var6, 0.0) / 6.0), MAX_FRACTION * self.period)
+        v = self.var6
+        s = math.sqrt((0.0 if v < 0.0 else v) / 6.0)        # (as max(v, 0), NaN kept)
+        cap = MAX_FRACTION * self.period
+        return cap if cap < s else s                         # (as min(s, cap))
