@@ -5,10 +5,12 @@ settings), and per DOF joint the RMS of error / published standard deviation and
 errors within two standard deviations, for positions and velocities (the first second skipped;
 mbfg_ros.replay.metrics.consistency), with the RMSE. Usage, from the repository root:
 
-    .venv/bin/python tools/consistency_table.py [--out DIR] [--duration S] [RIG ...]
+    .venv/bin/python tools/consistency_table.py [--out DIR] [--duration S] [--set KEY=VALUE ...] [RIG ...]
 
 RIG: the names below (default all); ``--out`` keeps the simulated bags there (default: a
-temporary directory). A rig's scenario is its `mbfg simulate` arguments; ``+model_error`` rows
+temporary directory); ``--set`` changes a field of every rig's config for the replay (not the
+simulation), a dotted path and a YAML value, e.g. ``--set estimator.model_uncertainty.trigger=0``
+(the model-uncertainty search forced on; the config's own checks apply). A rig's scenario is its `mbfg simulate` arguments; ``+model_error`` rows
 simulate a truth whose coupler is 10 % heavier than the config says (a model error of the size
 the default dynamics noise stands for).
 """
@@ -25,7 +27,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mbfg_ros.cli.main import main as mbfg  # noqa: E402
-from mbfg_ros.model.mechanism import load_mechanism  # noqa: E402
+import yaml  # noqa: E402
+
+from mbfg_ros.errors import MbfgError  # noqa: E402
+from mbfg_ros.model.config import parse_rig_config  # noqa: E402
+from mbfg_ros.model.mechanism import Mechanism  # noqa: E402
+from mbfg_ros.model.yaml_reader import load_yaml_file  # noqa: E402
 from mbfg_ros.replay.metrics import compare, consistency  # noqa: E402
 from mbfg_ros.replay.session import ReplayOptions, replay_bag  # noqa: E402
 
@@ -53,7 +60,25 @@ RIGS = {                                   # name: (config, mbfg simulate argume
 }
 
 
-def row(name: str, out: Path, duration: float) -> list[str]:
+def with_settings(cfg: Path, settings: list[str]) -> Mechanism:
+    """The rig of config file ``cfg`` with each ``KEY=VALUE`` of ``settings`` set (a dotted path
+    into the YAML document, the value parsed as YAML)."""
+    data = load_yaml_file(cfg)
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--set {item!r}: expected KEY=VALUE, e.g. estimator.model_uncertainty.trigger=0")
+        node = data
+        *path, last = key.split(".")
+        for part in path:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise SystemExit(f"--set {item!r}: {part} is not a mapping in {cfg}")
+        node[last] = yaml.safe_load(value)
+    return Mechanism(parse_rig_config(data, source=cfg))
+
+
+def row(name: str, out: Path, duration: float, settings: list[str] = ()) -> list[str]:
     config, extra = RIGS[name]
     cfg = ROOT / "config" / f"{config}.yaml"
     bag = out / name.replace("+", "_")
@@ -61,7 +86,7 @@ def row(name: str, out: Path, duration: float) -> list[str]:
         if not bag.exists():
             assert mbfg(["simulate", str(cfg), "--out", str(bag), "--duration", str(duration), "--no-progress",
                          *extra]) == 0
-    mech = load_mechanism(cfg)
+    mech = with_settings(cfg, list(settings))
     res = replay_bag(bag, mech, ReplayOptions(covariance=True, progress=False))
     c = compare(mech, res.estimates, res.truth, skip=1.0)
     k = consistency(mech, res.estimates, c)
@@ -79,6 +104,8 @@ def run(argv: list[str] | None = None) -> int:
     ap.add_argument("rigs", nargs="*", choices=[[], *RIGS], default=[], metavar="RIG")
     ap.add_argument("--out", type=Path, help="keep the simulated bags in this directory")
     ap.add_argument("--duration", type=float, default=10.0, help="simulated seconds (default 10)")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config field for the replays, e.g. estimator.model_uncertainty.trigger=0 (repeatable)")
     args = ap.parse_args(argv)
     rigs = args.rigs or list(RIGS)
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,7 +115,12 @@ def run(argv: list[str] | None = None) -> int:
               "position RMSE (mrad, mm) | velocity RMSE (rad/s, m/s) | slips |")
         print("|---|---|---|---|---|---|---|---|---|")
         for name in rigs:
-            for line in row(name, out, args.duration):
+            try:
+                lines = row(name, out, args.duration, args.set)
+            except MbfgError as exc:              # a --set the config refuses: its one line
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+            for line in lines:
                 print(line, flush=True)
     return 0
 
