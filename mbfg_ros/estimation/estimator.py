@@ -119,9 +119,6 @@ class Estimator:
         self.model_scale = 1.0 if model_scale is None else float(model_scale)
         self.uncertainty = ModelUncertainty.of(self, model_scale, initial_q=initial_q, initial_v=initial_v,
                                                initial_state=initial_state, prior_sigma=prior_sigma, search=search)
-        # ISAM2's elimination: QR with closure rows (smoother.py), else Cholesky until GTSAM
-        # judges a system indeterminate (restarts.py: QR from then on)
-        self.qr = self.mech.m > 0
         self.start_fresh(None, prior_sigma)
         self.startup_s = time.perf_counter() - t_build
         if freeze_gc:
@@ -142,6 +139,12 @@ class Estimator:
         dof = self.inbox.first_dof_values(self.mech, self.measuring) if from_encoders else None
         self.restarts.reinit_pending = False
         return start_state(self.mech, self.data, self.lay, dof=dof, branch_hint=self.output.branch_hint)
+
+    @property
+    def qr(self) -> bool:
+        """Whether ISAM2 eliminates by QR: with closure rows (smoother.py), else once GTSAM's
+        Cholesky judged a solve indeterminate (``health.qr_fallback``, restarts.py)."""
+        return self.mech.m > 0 or bool(self.health.qr_fallback)
 
     def start_fresh(self, x_start: np.ndarray | None, prior_sigma: np.ndarray | None = None) -> None:
         """(Re)start; the next sample opens keyframe 0 at its stamp (keys stay unique). Readings
@@ -467,7 +470,8 @@ class Estimator:
             self.records.drop(k)
 
     def force_solver_failure(self) -> None:
-        """Make the next ISAM2 update fail, indeterminant (for tests of the recovery path)."""
+        """Make the next ISAM2 update fail, indeterminant (for tests of the recovery path; on a
+        rig without closures the recovery then also switches to QR elimination, restarts.py)."""
         self.smoother.poison()
 
     # output (:mod:`.estimate_output`)

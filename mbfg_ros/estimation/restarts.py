@@ -66,8 +66,7 @@ class Restarts:
             # GTSAM's Cholesky judges a block indeterminate where its last two pivots differ by
             # more than 2^12: a run's first keyframes on an open chain whose dynamics noise is
             # small (a rod pendulum at 0.005 N m: acceleration and input are told apart there by
-            # their loose priors only) never started; QR elimination solves them
-            est.qr = True
+            # their loose priors only) never started; QR elimination solves them (est.qr)
             est.health.qr_fallback = f"keyframe {k}: {exc}"
         readings += self.take_back(est.group)     # an unsolved group before k: its readings come back
         if est.group:
