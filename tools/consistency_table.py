@@ -10,9 +10,9 @@ mbfg_ros.replay.metrics.consistency), with the RMSE. Usage, from the repository 
 RIG: the names below (default all); ``--out`` keeps the simulated bags there (default: a
 temporary directory); ``--set`` changes a field of every rig's config for the replay (not the
 simulation), a dotted path and a YAML value, e.g. ``--set estimator.model_uncertainty.trigger=0``
-(the model-uncertainty search forced on; the config's own checks apply). A rig's scenario is its `mbfg simulate` arguments; ``+model_error`` rows
-simulate a truth whose coupler is 10 % heavier than the config says (a model error of the size
-the default dynamics noise stands for).
+(the model-uncertainty search forced on; the config's own checks apply). A rig's scenario is its
+`mbfg simulate` arguments; ``+model_error`` rows simulate a truth whose coupler is 10 % heavier
+than the config says (a model error of the size the default dynamics noise stands for).
 """
 from __future__ import annotations
 
