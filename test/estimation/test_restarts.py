@@ -18,17 +18,23 @@ from mbfg_ros.sim.scenario import Scenario
 from mbfg_ros.sim.sensors import SensorOptions, synthesize
 
 
+def tight_pendulum(sensors: SensorsConfig | None = None) -> Mechanism:
+    """The rod pendulum fixture with ``noise.dynamics`` 0.005 N m instead of its 0.05 (and
+    ``sensors`` instead of its encoder)."""
+    cfg = load_mechanism(ROOT / "test/fixtures/pendulum.yaml").config
+    est = dataclasses.replace(cfg.estimator, noise=dataclasses.replace(cfg.estimator.noise, dynamics=0.005))
+    return Mechanism(dataclasses.replace(cfg, estimator=est, sensors=sensors or cfg.sensors))
+
+
 def test_a_tight_dynamics_noise_on_an_open_chain_starts_with_qr():
     """The rod pendulum (unknown pivot torque, encoder 1 mrad) with ``noise.dynamics`` 0.005 N m
     instead of its 0.05: on the first keyframe only the loose priors tell its acceleration from
     its input, the Cholesky pivots differ by more than GTSAM allows and no run ever started (every
     reading queued, nothing estimated); now the first failure switches to QR and it tracks."""
-    mech = load_mechanism(ROOT / "test/fixtures/pendulum.yaml")
-    noise = dataclasses.replace(mech.config.estimator.noise, dynamics=0.005)
-    cfg = dataclasses.replace(mech.config.estimator, noise=noise)
+    mech = tight_pendulum()
     traj = simulate(mech, Scenario(duration=2.0, input_profile="sine", input_amplitude=2.0,
                                    input_frequency=0.5, input_start=0.0, initial_dof_offset=0.05), progress=False)
-    est = Estimator(mech, cfg, freeze_gc=False)
+    est = Estimator(mech, freeze_gc=False)
     assert not est.qr                                    # an open chain starts with Cholesky
     out = []
     for s in synthesize(traj, SensorOptions(seed=3), config_mechanism=mech):
@@ -60,12 +66,8 @@ def test_start_hypotheses_that_switch_to_qr_are_scored():
     """The same pendulum sensed by a rod gyro alone (its pose from start hypotheses): each probe
     switches to QR on its first keyframe too; that recovery no longer disqualifies it (every
     hypothesis scored inf, and the start fell back to the prior unscored)."""
-    mech = load_mechanism(ROOT / "test/fixtures/pendulum.yaml")
     gyro = GyroConfig(name="rod_gyro", frame="rod", noise=0.005, topic="gyro", rate=1000.0)
-    noise = dataclasses.replace(mech.config.estimator.noise, dynamics=0.005)
-    cfg = dataclasses.replace(mech.config, sensors=SensorsConfig(gyros=[gyro]),
-                              estimator=dataclasses.replace(mech.config.estimator, noise=noise))
-    mech = Mechanism(cfg)
+    mech = tight_pendulum(SensorsConfig(gyros=[gyro]))
     traj = simulate(mech, Scenario(duration=1.0, initial_dof_offset=0.3), progress=False)
     est = Estimator(mech, freeze_gc=False)
     for s in synthesize(traj, SensorOptions(seed=3), config_mechanism=mech):
