@@ -28,6 +28,10 @@ Figures per case (the JSON keys):
   and ``overhead_ratio_paced``: node over that. On a virtual machine the estimator costs
   2-3x more CPU when it sleeps between updates than back to back (cold caches), so the
   back-to-back ratio also counts what waking costs the estimator itself;
+  ``machine_paced_factor``: that cost of the machine apart from the estimator, rclpy and Python
+  (:mod:`mbfg_ros.testing.machine_pacing`: a fixed piece of native work with a sleep of the
+  update period after each, over the same back to back; ``machine_piece_us``,
+  ``machine_piece_paced_us``);
 - ``e2e_p50_ms``, ``e2e_p99_ms``, ``e2e_max_ms``: sensor stamp to estimate received, per
   estimate. The player publishes the bag's stamps, so a stamp is put on the wall clock through
   the player's schedule: stamp s is due at t0 + (s - the bag's first log time), t0 the
@@ -68,6 +72,7 @@ import numpy as np
 
 from mbfg_ros.errors import CliError
 from mbfg_ros.ros.processes import CpuSamples
+from mbfg_ros.testing.machine_pacing import paced_factor
 
 CASES = ("four_bar", "panda", "fast_crank")
 CASE_TEXT = {
@@ -313,7 +318,7 @@ def estimator_paced(config: Path, bag: Path) -> dict:
             i += 1
         pop()
     return {"estimator_paced_cpu_s": time.thread_time() - c0,
-            "estimator_paced_wall_s": time.monotonic() - w0}
+            "estimator_paced_wall_s": time.monotonic() - w0, "update_period_s": period}
 
 
 # ------------------------------------------------------------------------------------------
@@ -459,6 +464,12 @@ def run_case(case: NodeCase, duration: float, work: Path, outputs: str = "joint_
     out["estimator_paced_cpu_per_s"] = paced["estimator_paced_cpu_s"] / span_s
     out["overhead_ratio_paced"] = (node_cpu / paced["estimator_paced_cpu_s"]
                                    if paced["estimator_paced_cpu_s"] > 0 else float("nan"))
+    say(f"  the machine's cost of pacing (a fixed native piece, a sleep of "
+        f"{paced['update_period_s'] * 1e3:.1f} ms between) ...")
+    machine = paced_factor(paced["update_period_s"])
+    out["machine_paced_factor"] = machine.factor
+    out["machine_piece_us"] = machine.back_to_back_us
+    out["machine_piece_paced_us"] = machine.paced_us
     out.update(latencies(stamp, data["source"], received, log_ns, published))
     out.update(reading_counts(final.get("diagnostics", {}), int(published.size)))
     # the node's CPU in each whole second of data (the start-up transient shows in the first)
@@ -506,6 +517,7 @@ def progress_line(tag: str, r: dict) -> str:
     return (f"{tag}: node {r['node_cpu_s']:.2f} s CPU ({r['node_cpu_per_s']:.3f}/s), estimator "
             f"{r['estimator_cpu_s']:.2f} s ({r['estimator_cpu_per_s']:.3f}/s), x{r['overhead_ratio']:.1f}; "
             f"at the bag's pace {r['estimator_paced_cpu_per_s']:.3f}/s, x{r['overhead_ratio_paced']:.1f}; "
+            f"the machine's pacing factor x{r['machine_paced_factor']:.1f}; "
             f"e2e p50 {r['e2e_p50_ms']:.1f} p99 {r['e2e_p99_ms']:.1f} max {r['e2e_max_ms']:.1f} ms; "
             f"{r['readings_taken']} readings taken, {r['dropped']} dropped, {r['lost']} lost; player "
             f"{r['player_cpu_per_s']:.3f}/s; {r['duration_s']:.1f} s of data in {r['live_wall_s']:.1f} s "
@@ -516,7 +528,8 @@ def progress_line(tag: str, r: dict) -> str:
 def format_row(r: dict) -> str:
     return (f"{r['case']:<11} {r['keyframe_rate']:>6.0f} {r['node_cpu_per_s']:>7.3f} "
             f"{r['estimator_cpu_per_s']:>7.3f} {r['overhead_ratio']:>6.1f} "
-            f"{r['estimator_paced_cpu_per_s']:>7.3f} {r['overhead_ratio_paced']:>6.1f} | {r['e2e_p50_ms']:>6.1f} "
+            f"{r['estimator_paced_cpu_per_s']:>7.3f} {r['overhead_ratio_paced']:>6.1f} "
+            f"{r['machine_paced_factor']:>5.1f} | {r['e2e_p50_ms']:>6.1f} "
             f"{r['e2e_p99_ms']:>6.1f} {r['e2e_max_ms']:>6.1f} | {r['readings_taken']:>7d} "
             f"{r['dropped']:>5d} {r['lost']:>5d} | {r['player_cpu_per_s']:>7.3f} "
             f"{r['player_late_p99_ms']:>6.1f} | "
@@ -525,7 +538,7 @@ def format_row(r: dict) -> str:
 
 def format_table(results: list[dict]) -> str:
     head = (f"{'case':<11} {'kf Hz':>6} {'node/s':>7} {'est/s':>7} {'ratio':>6} {'paced/s':>7} "
-            f"{'ratio':>6} | {'e2e50':>6} "
+            f"{'ratio':>6} {'mach':>5} | {'e2e50':>6} "
             f"{'e2e99':>6} {'e2emax':>6} | {'taken':>7} {'drop':>5} {'lost':>5} | {'player/s':>7} "
             f"{'late99':>6} | load")
     lines = [head, "-" * len(head)]
@@ -540,7 +553,10 @@ def format_table(results: list[dict]) -> str:
 EXPLAIN = ("node/s, est/s: CPU seconds per second of data of the node process and of the estimator "
            "alone on the same readings (this process, its thread's CPU time); ratio: node / estimator. "
            "paced/s: the estimator alone fed at the bag's pace (sleeping until the next update's "
-           "readings are due, as the node does), and node / that. "
+           "readings are due, as the node does), and node / that. mach: what this machine charges for "
+           "pacing, apart from the estimator: a fixed piece of native work (LAPACK and BLAS, ~0.1 ms) "
+           "with a sleep of the update period after each, over the same piece back to back (CPU "
+           "time, medians; 1 where waking costs nothing: then ratio and paced ratio agree). "
            "e2e: sensor stamp (put on the wall clock by the player's schedule) to the estimate received "
            "by a subscriber process over DDS, ms (p50, p99, max). taken: readings the node queued; "
            "drop: readings it took but did not use; lost: messages published that it never took. "
