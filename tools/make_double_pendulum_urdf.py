@@ -40,8 +40,11 @@ its centre of mass is isotropic (only the component about the joint axis matters
 Frames: z up, gravity -z; both joints turn about the base's -y (so x = l1 sin q1, z = -l1 cos q1
 as in the plant's forward kinematics); link frames hang along their -z.
 
-Run from the repository root: ``python tools/make_double_pendulum_urdf.py [model_parameters.yml]``
-writes the URDF and prints the config's ``joints:`` entries.
+Run from the repository root: ``python tools/make_double_pendulum_urdf.py [model_parameters.yml
+[out.urdf]]`` writes the URDF (default urdf/double_pendulum.urdf) and prints the config's ``joints:``
+entries. The example rigs built with it: design C.0 model 3.0 (urdf/double_pendulum.urdf), design
+A.0 models 2.0 and 1.0 (urdf/double_pendulum_a0.urdf, urdf/double_pendulum_a0_model1.urdf; their
+parameters in test/fixtures/double_pendulum/design_A.0/).
 """
 from __future__ import annotations
 
@@ -142,13 +145,14 @@ def urdf(p: dict, source: str) -> str:
 
 def main(argv: list[str]) -> int:
     src = Path(argv[1]) if len(argv) > 1 else DEFAULT_PARAMETERS
+    out = Path(argv[2]).resolve() if len(argv) > 2 else OUTPUT
     p = yaml.safe_load(src.read_text(encoding="utf-8"))
     try:
         label = str(src.resolve().relative_to(ROOT))
     except ValueError:
         label = str(src)
-    OUTPUT.write_text(urdf(p, label), encoding="utf-8")
-    print(f"wrote {OUTPUT.relative_to(ROOT)}")
+    out.write_text(urdf(p, label), encoding="utf-8")
+    print(f"wrote {out}")
     print("joints:")
     for joint, d in drive(p).items():
         print(f"  {joint}: {{" + ", ".join(f"{k}: {v!r}" for k, v in d.items()) + "}")

@@ -1,7 +1,8 @@
-"""The DFKI double pendulum's URDF and config reproduce its published plant (model 3.0 of design
-C.0, test/fixtures/double_pendulum/model_parameters.yml): the mass matrix, Coriolis, gravity
-and friction of src/python/double_pendulum/model/plant.py, except the rotor coupling -gr Ir
-that a diagonal armature cannot hold, and the smooth Coulomb friction's shape."""
+"""The DFKI double pendulum's URDFs and configs reproduce its published plants (model 3.0 of design
+C.0, test/fixtures/double_pendulum/model_parameters.yml; models 2.0 and 1.0 of design A.0,
+test/fixtures/double_pendulum/design_A.0/): the mass matrix, Coriolis, gravity and friction of
+src/python/double_pendulum/model/plant.py, except the rotor coupling -gr Ir that a diagonal
+armature cannot hold, and the smooth Coulomb friction's shape."""
 from __future__ import annotations
 
 import importlib.util
@@ -17,6 +18,13 @@ from conftest import CONFIG, ROOT
 from mbfg_ros.model.mechanism import load_mechanism
 
 PARAMETERS = ROOT / "test" / "fixtures" / "double_pendulum" / "model_parameters.yml"
+RIGS = {  # config: (its URDF, the parameters it is built from)
+    "double_pendulum": ("double_pendulum", "test/fixtures/double_pendulum/model_parameters.yml"),
+    "double_pendulum_a0": ("double_pendulum_a0",
+                           "test/fixtures/double_pendulum/design_A.0/model_2.0/model_parameters.yml"),
+    "double_pendulum_a0_model1": ("double_pendulum_a0_model1",
+                                  "test/fixtures/double_pendulum/design_A.0/model_1.0/model_parameters.yml"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +42,6 @@ def p():
     return yaml.safe_load(PARAMETERS.read_text())
 
 
-@pytest.fixture(scope="module")
-def mech():
-    return load_mechanism(CONFIG / "double_pendulum.yaml")
-
-
 def published(p, q, v):
     """M, C(q, v) v - G(q) and F(v) of the published plant ("UnderactuatedLecture" formulas)."""
     m1, m2, l1, r1, r2, I1, I2, Ir, gr, g = (p[k] for k in ("m1", "m2", "l1", "r1", "r2", "I1", "I2", "Ir",
@@ -54,12 +57,21 @@ def published(p, q, v):
     return M, C @ v - G, F
 
 
-def test_the_urdf_is_what_the_generator_writes(generator, p):
-    urdf = (ROOT / "urdf" / "double_pendulum.urdf").read_text()
-    assert urdf == generator.urdf(p, "test/fixtures/double_pendulum/model_parameters.yml")
+@pytest.fixture(scope="module", params=sorted(RIGS))
+def rig(request):
+    """(config name, its URDF's name, the parameters' path, the parameters, the mechanism)."""
+    urdf, source = RIGS[request.param]
+    return (request.param, urdf, source, yaml.safe_load((ROOT / source).read_text()),
+            load_mechanism(CONFIG / f"{request.param}.yaml"))
 
 
-def test_the_configs_drive_is_the_generators(generator, p, mech):
+def test_the_urdf_is_what_the_generator_writes(generator, rig):
+    _, urdf, source, p, _ = rig
+    assert (ROOT / "urdf" / f"{urdf}.urdf").read_text() == generator.urdf(p, source)
+
+
+def test_the_configs_drive_is_the_generators(generator, rig):
+    _, _, _, p, mech = rig
     for joint, d in generator.drive(p).items():
         jc = mech.config.joint(joint)
         assert (jc.viscous, jc.coulomb, jc.coulomb_velocity, jc.armature) == pytest.approx(
@@ -67,7 +79,8 @@ def test_the_configs_drive_is_the_generators(generator, p, mech):
         assert jc.actuation == "unknown"
 
 
-def test_the_model_is_the_published_plant(p, mech):
+def test_the_model_is_the_published_plant(rig):
+    _, _, _, p, mech = rig
     rng = np.random.default_rng(0)
     d = mech.create_data()
     coupling = p["gr"] * p["Ir"]
