@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -181,6 +182,23 @@ def _kind(f: dict) -> str:
     return "smoothed (lagged)" if f["lagged"] else "filtered"
 
 
+def strongest_notes(notes: list[str]) -> list[str]:
+    """The keyframe-rate notes of several spans of one sensor, each kind once: notes that differ
+    only in their numbers are one kind, of which the one advising the highest keyframe rate is kept
+    (the spans' notes are taken as the motion went: repeating each would print the same advice
+    with other numbers once per span)."""
+    kinds: dict[str, tuple[float, str]] = {}
+    for note in notes:
+        if not note:
+            continue
+        kind = re.sub(r"[0-9.]+", "#", note)
+        rates = [float(x) for x in re.findall(r"keyframe_rate: ([0-9.]+)", note)]
+        rate = max(rates) if rates else 0.0
+        if kind not in kinds or rate > kinds[kind][0]:
+            kinds[kind] = (rate, note)
+    return sorted(note for _, note in kinds.values())
+
+
 def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = None) -> str:
     """The human-readable summary of a replay (``f`` from :func:`facts`)."""
     mech = res.mech
@@ -292,9 +310,10 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
     strained = f.get("strained", [])
     for name in sorted({d["sensor"] for d in strained}):
         mine = [d for d in strained if d["sensor"] == name]
-        notes = sorted({d["note"] for d in mine if d.get("note")})
+        notes = strongest_notes([d.get("note", "") for d in mine])
+        spans = f"{len(mine)} span{'s' if len(mine) != 1 else ''}"
         lines.append(f"WARN: {name} fitted worse than its noise while the estimate held: whitened residual RMS over "
-                     f"{test} in {len(mine)} spans ({sum((d['end'] if d['end'] is not None else f['duration']) - d['start'] for d in mine):.2f} s in all, "
+                     f"{test} in {spans} ({sum((d['end'] if d['end'] is not None else f['duration']) - d['start'] for d in mine):.2f} s in all, "
                      f"peak {max(d['peak_sigma'] for d in mine):.1f} sigma); likely {mine[0].get('cause') or 'a model error'}"
                      + (f"; {'; '.join(notes)}" if notes else ""))
     if h["last_reset"]:
