@@ -8,11 +8,11 @@ and the core may have clocked down. ``overhead_ratio`` divides the node's CPU by
 back-to-back figure, so it also holds that cost of the machine.
 
 :func:`paced_factor` measures it apart from the estimator, rclpy and Python's interpreter: a
-fixed piece of native work (LAPACK's solve of a 60 x 60 system and a few 60 x 60 products, about
+fixed piece of native work (LAPACK's solve of a 60 x 60 system and eight 60 x 60 products, about
 0.1 ms back to back, a working set of about 1 MB like the estimator's), timed by the thread's
 CPU clock back to back and then with a sleep of ``period`` between pieces; the factor is the
 median paced piece over the median back-to-back one (1 on a machine where waking costs
-nothing; 2-3.7 measured on this project's 2-vCPU KVM guest at a 4 ms period). No ROS.
+nothing; 1.8-3.7 measured on this project's 2-vCPU KVM guest at a 4 ms period). No ROS.
 """
 from __future__ import annotations
 
