@@ -18,7 +18,11 @@ does so only when the innovations say the noises are wrong: if, at
 ``model_uncertainty.trigger`` sigmas (default 1.5; 0: always: on the simulated rigs of
 tools/replay_fingerprint.py with their true noises the encoders sit at 1.00-1.12 there, on the
 DFKI double pendulum's recordings at 1.7-5.9; gyros are not judged: a gyro-only crank's start
-search keeps its gyro at 2.1-2.6 at 1 s on a simulated rig whose noises are right), candidate
+search keeps its gyro at 2.1-2.6 at 1 s on a simulated rig whose noises are right), or, if not
+then, whenever it first does later ("quiet": a rig started at rest fits its noise until it moves;
+the scale stays 1, the trigger is judged every :data:`QUIET_CHECK` s of stamps, and must hold for
+:data:`QUIET_PERSIST` s; the readings of the last SETTLE s are kept, from which the search then
+starts as it would from the run's start), candidate
 estimators with fixed scales (a geometric grid from
 ``model_uncertainty.max`` down to ``min``, ratio :data:`GRID_RATIO`) replay the readings so far
 and then take every new one, alongside, until ``model_uncertainty.seconds`` s after the start;
@@ -70,6 +74,15 @@ while the search runs (:meth:`.DivergenceMonitor.calibrate`)."""
 GRID_RATIO = math.sqrt(10.0)
 """ratio between neighbouring candidate scales."""
 
+QUIET_CHECK = 0.05
+"""s of stamps between two judgements of the trigger while quiet (a run whose encoders fitted
+their noise SETTLE s in: a rig started at rest)."""
+
+QUIET_PERSIST = 0.5
+"""s: while quiet, the search starts once the trigger has been exceeded at every judgement for
+this long (a misfit that lasts: the model's error once the rig moves; the fast crank's encoder,
+fitted at its noise on average, passes 1.5 sigma for at most 0.25 s at a time at its top speed)."""
+
 CATCH_UP = 4
 """readings per candidate the candidates take at most in all per reading the estimator takes:
 the search costs up to (1 + CATCH_UP x candidates) times the estimator's work per reading while
@@ -106,7 +119,7 @@ class ModelUncertainty:
         self.cfg = cfg
         self.make_candidate = make_candidate
         self.scale = 1.0
-        self.state = "watching"            # watching -> searching -> held (or held at once)
+        self.state = "watching"            # watching -> searching -> held, or watching -> quiet -> ...
         self.buffer: list[tuple[str, float, np.ndarray]] = []   # readings some candidate has not taken
         self.candidates: list[tuple[float, object]] = []
         self.taken: list[int] = []         # per candidate: how many readings of the buffer it took
@@ -114,6 +127,8 @@ class ModelUncertainty:
         self.searched = False
         self.background = False            # the candidates work only in work() (module docstring)
         self._horizon = False              # background: the reading at ``seconds`` is queued, no more are
+        self._next_check = math.inf        # quiet: the stamp at which the trigger is judged next
+        self._above = 0                    # quiet: judgements in a row that found it above
         self._share = WorkShare(cfg.background_share)    # background: work()'s share of a core
         self._build_cost = PieceCost(BUILD_GUESS)         # background: building a candidate
         self._close_cost = PieceCost(CLOSE_GUESS)         # background: a reading that closes a keyframe
@@ -156,6 +171,7 @@ class ModelUncertainty:
         self.buffer, self.candidates, self.taken = [], [], []
         self.t_first = None
         self._horizon = False
+        self._above = 0
 
     @property
     def active(self) -> bool:
@@ -169,18 +185,29 @@ class ModelUncertainty:
             self.t_first = stamp
         if not self._horizon:
             self.buffer.append((sensor, stamp, np.array(value, float, copy=True)))
-        if self.state == "watching":
+        if self.state == "quiet":
+            if stamp < self._next_check:
+                return
+            self._next_check = stamp + QUIET_CHECK
+            keep = stamp - SETTLE                 # the buffer: the last SETTLE s only
+            buf = self.buffer
+            if buf[0][1] < keep:
+                i = 0
+                while buf[i][1] < keep:
+                    i += 1
+                del buf[:i]
+            self._above = self._above + 1 if self._triggered(streams) else 0
+            if self._above * QUIET_CHECK < QUIET_PERSIST:
+                return
+            self.t_first = buf[0][1]              # the search starts from the buffered second
+            self._start_search()
+        elif self.state == "watching":
             if stamp - self.t_first >= SETTLE:
-                worst = max((s.scale for s in streams if s.counts.used and s.kind == "encoder"), default=1.0)
-                if worst > self.cfg.trigger or self.cfg.trigger == 0:
-                    self.state = "searching"
-                    self.searched = True
-                    if not self.background:       # in the background: built in work()
-                        self.candidates = [(c, self.make_candidate(c)) for c in candidate_scales(self.cfg)]
-                        self.taken = [0] * len(self.candidates)
-                else:
-                    self.state = "held"
-                    self.buffer.clear()
+                if self._triggered(streams):
+                    self._start_search()
+                else:                             # quiet: scale 1, the trigger judged on
+                    self.state = "quiet"
+                    self._next_check = stamp + QUIET_CHECK
             if self.state != "searching":
                 return
         if self.background:
@@ -188,6 +215,18 @@ class ModelUncertainty:
             return
         self._catch_up(CATCH_UP * len(self.candidates))
         self._settle(stamp - self.t_first >= self.cfg.seconds)
+
+    def _triggered(self, streams) -> bool:
+        """Whether some encoder's running innovation scale is above the trigger (or it is 0)."""
+        worst = max((s.scale for s in streams if s.counts.used and s.kind == "encoder"), default=1.0)
+        return worst > self.cfg.trigger or self.cfg.trigger == 0
+
+    def _start_search(self) -> None:
+        self.state = "searching"
+        self.searched = True
+        if not self.background:                   # in the background: built in work()
+            self.candidates = [(c, self.make_candidate(c)) for c in candidate_scales(self.cfg)]
+            self.taken = [0] * len(self.candidates)
 
     def work(self, deadline: float) -> None:
         """In the background: the candidates are built and take queued readings until

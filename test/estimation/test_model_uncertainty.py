@@ -224,4 +224,33 @@ def test_the_trigger_is_the_configs(trigger, searched):
         est.add_sample("shoulder_encoder", t, [q1])
         est.add_sample("elbow_encoder", t, [q2])
     assert est.uncertainty.searched is searched
-    assert est.uncertainty.state == ("searching" if searched else "held")
+    assert est.uncertainty.state == ("searching" if searched else "quiet")
+
+
+def test_a_rig_started_at_rest_searches_once_it_moves():
+    """A rig at rest for its first 1.5 s (the sys_id fixture's first positions repeated at its
+    rate, then the fixture): 1 s in its encoders fit their noise, so no search starts and the
+    scale stays 1 ("quiet"); once the motion shows the model's error the trigger, judged on, starts
+    the search, from the readings of the last SETTLE s, and it holds a scale by ``seconds`` after
+    that."""
+    mech = load_mechanism(CONFIG / "double_pendulum.yaml")
+    cfg = dataclasses.replace(mech.config.estimator, model_uncertainty=ModelUncertaintyConfig(seconds=2.0))
+    rows = np.loadtxt(ROOT / "test/fixtures/double_pendulum/sys_id_trajectory_00_0-3.5s.csv",
+                      delimiter=",", skiprows=1, usecols=(0, 1, 2))
+    rest = 1.5
+    dt = float(np.median(np.diff(rows[:, 0])))
+    still = np.column_stack([np.arange(0.0, rest, dt), np.full(int(np.ceil(rest / dt)), rows[0, 1]),
+                             np.full(int(np.ceil(rest / dt)), rows[0, 2])])
+    moving = rows[rows[:, 0] <= 3.0] + [rest, 0.0, 0.0]
+    est = Estimator(mech, cfg, freeze_gc=False)
+    mu = est.uncertainty
+    for t, q1, q2 in np.vstack([still, moving]):
+        est.add_sample("shoulder_encoder", t, [q1])
+        est.add_sample("elbow_encoder", t, [q2])
+        if t < rest:
+            assert not mu.searched and est.model_scale == 1.0
+            if t > SETTLE + 0.1:
+                assert mu.state == "quiet" and len(mu.buffer) <= (SETTLE + 0.06) / dt * 2   # the last second
+    assert mu.searched and mu.state == "held"
+    assert rest - SETTLE <= mu.t_first < rest + 1.0          # searched from the motion's start
+    assert est.model_scale < 1.0
