@@ -239,8 +239,8 @@ def test_a_rig_started_at_rest_searches_once_it_moves():
                       delimiter=",", skiprows=1, usecols=(0, 1, 2))
     rest = 1.5
     dt = float(np.median(np.diff(rows[:, 0])))
-    still = np.column_stack([np.arange(0.0, rest, dt), np.full(int(np.ceil(rest / dt)), rows[0, 1]),
-                             np.full(int(np.ceil(rest / dt)), rows[0, 2])])
+    t_still = np.arange(0.0, rest, dt)
+    still = np.column_stack([t_still, np.full(t_still.size, rows[0, 1]), np.full(t_still.size, rows[0, 2])])
     moving = rows[rows[:, 0] <= 3.0] + [rest, 0.0, 0.0]
     est = Estimator(mech, cfg, freeze_gc=False)
     mu = est.uncertainty
