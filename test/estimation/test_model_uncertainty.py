@@ -54,9 +54,7 @@ def test_the_search_takes_a_bounded_share_of_the_buffer_per_reading():
     mech = load_mechanism(CONFIG / "double_pendulum.yaml")
     cfg = dataclasses.replace(mech.config.estimator,
                               model_uncertainty=ModelUncertaintyConfig(seconds=1.5))
-    rows = np.loadtxt(ROOT / "test/fixtures/double_pendulum/sys_id_trajectory_00_0-3.5s.csv",
-                      delimiter=",", skiprows=1, usecols=(0, 1, 2))
-    rows = rows[rows[:, 0] <= 2.0]
+    rows = _sys_id_rows(2.0)
     est = CountingEstimator(mech, cfg, freeze_gc=False)
     mu, n = est.uncertainty, len(candidate_scales(cfg.model_uncertainty))
     per_reading, caught_up, searching_since, held = [], None, None, None
@@ -83,11 +81,26 @@ def test_the_search_takes_a_bounded_share_of_the_buffer_per_reading():
     assert not mu.candidates and est.model_scale in candidate_scales(cfg.model_uncertainty)
 
 
-def _sys_id_readings(until: float):
+def _sys_id_rows(until: float) -> np.ndarray:
+    """(t, q1, q2) rows of the sys_id fixture (a real run of the DFKI double pendulum) up to
+    ``until`` s."""
     rows = np.loadtxt(ROOT / "test/fixtures/double_pendulum/sys_id_trajectory_00_0-3.5s.csv",
                       delimiter=",", skiprows=1, usecols=(0, 1, 2))
-    return [(sensor, t, q) for t, q1, q2 in rows[rows[:, 0] <= until]
+    return rows[rows[:, 0] <= until]
+
+
+def _sys_id_readings(until: float):
+    return [(sensor, t, q) for t, q1, q2 in _sys_id_rows(until)
             for sensor, q in (("shoulder_encoder", q1), ("elbow_encoder", q2))]
+
+
+def _rest_then_sys_id(rest: float, until: float) -> np.ndarray:
+    """(t, q1, q2) rows: the sys_id fixture's first positions held for ``rest`` s at its rate, then
+    the fixture up to ``until`` s of it."""
+    rows = _sys_id_rows(until)
+    t_still = np.arange(0.0, rest, float(np.median(np.diff(rows[:, 0]))))
+    still = np.column_stack([t_still, np.full(t_still.size, rows[0, 1]), np.full(t_still.size, rows[0, 2])])
+    return np.vstack([still, rows + [rest, 0.0, 0.0]])
 
 
 def test_in_the_background_the_search_works_only_in_spare_time_and_holds_the_same_scale():
@@ -223,10 +236,8 @@ def test_the_trigger_is_the_configs(trigger, searched):
     mech = load_mechanism(CONFIG / "double_pendulum.yaml")
     cfg = dataclasses.replace(mech.config.estimator,
                               model_uncertainty=ModelUncertaintyConfig(seconds=1.2, trigger=trigger))
-    rows = np.loadtxt(ROOT / "test/fixtures/double_pendulum/sys_id_trajectory_00_0-3.5s.csv",
-                      delimiter=",", skiprows=1, usecols=(0, 1, 2))
     est = Estimator(mech, cfg, freeze_gc=False)
-    for t, q1, q2 in rows[rows[:, 0] <= SETTLE + 0.05]:
+    for t, q1, q2 in _sys_id_rows(SETTLE + 0.05):
         est.add_sample("shoulder_encoder", t, [q1])
         est.add_sample("elbow_encoder", t, [q2])
     assert est.uncertainty.searched is searched
@@ -241,16 +252,12 @@ def test_a_rig_started_at_rest_searches_once_it_moves():
     that."""
     mech = load_mechanism(CONFIG / "double_pendulum.yaml")
     cfg = dataclasses.replace(mech.config.estimator, model_uncertainty=ModelUncertaintyConfig(seconds=2.0))
-    rows = np.loadtxt(ROOT / "test/fixtures/double_pendulum/sys_id_trajectory_00_0-3.5s.csv",
-                      delimiter=",", skiprows=1, usecols=(0, 1, 2))
     rest = 1.5
+    rows = _rest_then_sys_id(rest, 3.0)
     dt = float(np.median(np.diff(rows[:, 0])))
-    t_still = np.arange(0.0, rest, dt)
-    still = np.column_stack([t_still, np.full(t_still.size, rows[0, 1]), np.full(t_still.size, rows[0, 2])])
-    moving = rows[rows[:, 0] <= 3.0] + [rest, 0.0, 0.0]
     est = Estimator(mech, cfg, freeze_gc=False)
     mu = est.uncertainty
-    for t, q1, q2 in np.vstack([still, moving]):
+    for t, q1, q2 in rows:
         est.add_sample("shoulder_encoder", t, [q1])
         est.add_sample("elbow_encoder", t, [q2])
         if t < rest:
@@ -260,16 +267,6 @@ def test_a_rig_started_at_rest_searches_once_it_moves():
     assert mu.searched and mu.state == "held"
     assert rest - SETTLE <= mu.t_first < rest + 1.0          # searched from the motion's start
     assert est.model_scale < 1.0
-
-
-def _rest_then_sys_id(rest: float, until: float) -> np.ndarray:
-    """(t, q1, q2) rows: the sys_id fixture's first positions held for ``rest`` s at its rate, then
-    the fixture up to ``until`` s of it."""
-    rows = np.loadtxt(ROOT / "test/fixtures/double_pendulum/sys_id_trajectory_00_0-3.5s.csv",
-                      delimiter=",", skiprows=1, usecols=(0, 1, 2))
-    t_still = np.arange(0.0, rest, float(np.median(np.diff(rows[:, 0]))))
-    still = np.column_stack([t_still, np.full(t_still.size, rows[0, 1]), np.full(t_still.size, rows[0, 2])])
-    return np.vstack([still, rows[rows[:, 0] <= until] + [rest, 0.0, 0.0]])
 
 
 def test_in_the_background_a_rig_started_at_rest_searches_in_spare_time_once_it_moves():
