@@ -12,7 +12,8 @@ effort and of the sensor counts, with the health counts and the position RMSE:
 Cases: the four-bar (filtered and lagged), its coupler gyro alone, the five-bar's two coupler
 gyros (lagged), the fast crank (all sensors), the spatial RSUR, and the long crank's rod gyro
 alone from a start search and from a lost start (``initial_pose: config``, speed unknown), and
-an open chain, the 6-DOF arm (Cholesky elimination; its model-uncertainty search starts 1 s in).
+an open chain, the 6-DOF arm (Cholesky elimination; on this recording its encoders fit their
+noise, so its model-uncertainty search does not start: the scale stays 1).
 A case the baseline does not have is reported as differing.
 """
 from __future__ import annotations
