@@ -12,7 +12,9 @@ temporary directory); ``--set`` changes a field of every rig's config for the re
 simulation), a dotted path and a YAML value, e.g. ``--set estimator.model_uncertainty.trigger=0``
 (the model-uncertainty search forced on; the config's own checks apply). A rig's scenario is its
 `mbfg simulate` arguments; ``+model_error`` rows simulate a truth whose coupler is 10 % heavier
-than the config says (a model error of the size the default dynamics noise stands for).
+than the config says (a model error of the size the default dynamics noise stands for);
+``+disturbance`` rows a truth pushed by the error the default ``noise.dynamics`` stands for (a
+white force of 1 N m on every joint at the default 200 Hz keyframe rate, ``--disturbance 1``).
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ FAST = ["--input", "sine", "--input-amplitude", "2.5", "--input-offset", "2.3", 
 LONG = ["--input", "sine", "--input-amplitude", "10", "--input-offset", "24", "--input-frequency", "1",
         "--input-start", "0", "--truth-rate", "1000"]
 HEAVY = ["--mass-error", "coupler2=1.1"]
+SHAKEN = ["--disturbance", "1.0"]        # the default noise.dynamics, at the default keyframe rate
 RIGS = {                                   # name: (config, mbfg simulate arguments)
     "four_bar": ("four_bar", []),
     "four_bar_gyro": ("four_bar_gyro", []),
@@ -52,6 +55,11 @@ RIGS = {                                   # name: (config, mbfg simulate argume
     "five_bar_gyro+model_error": ("five_bar_gyro", HEAVY),
     "five_bar_branch+model_error": ("five_bar_branch", HEAVY),
     "five_bar_branch_gyro+model_error": ("five_bar_branch_gyro", HEAVY),
+    "four_bar+disturbance": ("four_bar", SHAKEN),
+    "five_bar+disturbance": ("five_bar", SHAKEN),
+    "five_bar_gyro+disturbance": ("five_bar_gyro", SHAKEN),
+    "five_bar_branch+disturbance": ("five_bar_branch", SHAKEN),
+    "five_bar_branch_gyro+disturbance": ("five_bar_branch_gyro", SHAKEN),
     "slider_crank": ("slider_crank", []),
     "fast_crank": ("fast_crank", FAST),
     "long_crank": ("long_crank", LONG),

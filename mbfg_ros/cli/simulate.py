@@ -52,6 +52,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--input-scale", action="append", default=[], metavar="JOINT=FACTOR",
                    help="that joint's input effort times FACTOR (repeatable; e.g. an arm's wrists)")
     g.add_argument("--no-friction", action="store_true", help="frictionless truth (ignore the config's friction)")
+    g.add_argument("--disturbance", type=float, default=0.0, metavar="SIGMA",
+                   help="N m (N on prismatic joints): an unmodelled force on every joint, a Gaussian "
+                        "draw of this standard deviation held for 1/--disturbance-rate s, never "
+                        "published: what the estimator's noise.dynamics stands for (the same sigma "
+                        "at the keyframe rate; default 0: none)")
+    g.add_argument("--disturbance-rate", type=float, default=200.0, metavar="HZ",
+                   help="Hz: how often the disturbance draws (default 200, the default keyframe rate)")
     g.add_argument("--seed", type=int, default=0, metavar="N", help="seed of every random draw (default 0)")
     s = p.add_argument_group("sensors")
     s.add_argument("--rate", action="append", default=[], metavar="KEY=HZ",
@@ -153,7 +160,9 @@ def build_inputs(args: argparse.Namespace):
         input_offset=_finite("--input-offset", args.input_offset, "N m or N"),
         input_scale=_pairs("--input-scale", args.input_scale, mech.known_input_joints + mech.input_joints,
                            "input joint", "factor"),
-        friction=not args.no_friction, seed=args.seed)
+        friction=not args.no_friction,
+        disturbance=_nonnegative("--disturbance", args.disturbance, "N m or N"),
+        disturbance_rate=_positive("--disturbance-rate", args.disturbance_rate, "Hz"), seed=args.seed)
     options = SensorOptions(
         rates=rates, noise=not args.no_noise, quantize=not args.no_quantize,
         gyro_bias=_nonnegative("--gyro-bias", args.gyro_bias, "rad/s"),
@@ -197,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
     truth_mech = trajectory.mechanism
     conservative = not (truth_mech.has_friction or truth_mech.has_offset
                         or (truth_mech.springs and truth_mech.springs.damped)
-                        or InputProfile(truth_mech, scenario).active)
+                        or InputProfile(truth_mech, scenario).active or scenario.disturbance > 0)
     facts = {
         "bag": str(out), "storage": args.storage, "config": str(args.config),
         "duration": scenario.duration, "epoch": args.epoch,
@@ -249,6 +258,8 @@ def format_summary(f: dict) -> str:
         + (f" (amplitude {sc['input_amplitude']:g}, frequency {sc['input_frequency']:g} Hz, from "
            f"{sc['input_start']:g} s)" if sc["input_profile"] != "none" else "")
         + (f", offset {sc['input_offset']:g} from {sc['input_start']:g} s" if sc.get("input_offset") else "")
+        + (f", disturbance {sc['disturbance']:g} N m or N per joint at {sc['disturbance_rate']:g} Hz"
+           if sc.get("disturbance") else "")
         + f", friction {'on' if sc['friction'] else 'off'}, seed {sc['seed']}")
     ij = f["input_joints"]["known"] + f["input_joints"]["unknown"]
     if sc["input_profile"] != "none":

@@ -19,6 +19,7 @@ multipliers as in the model. Never uses estimator code.
 """
 from __future__ import annotations
 
+import bisect
 import math
 import time
 from dataclasses import dataclass, field
@@ -136,6 +137,7 @@ class _StateEvaluator:
             return z, z.copy(), z.copy(), np.zeros((0, m)), z.copy(), np.zeros((0, self.mech.n_u)), np.zeros(0)
         tc, q, v = self.dense(t)
         tau, u = self.inputs.efforts(tc)
+        felt = tau + self.inputs.disturbance_at(tc) if self.inputs.disturbed else tau
         a = np.full((N, n), np.nan)
         lam = np.full((N, m), np.nan)
         res = np.empty(N)
@@ -149,7 +151,7 @@ class _StateEvaluator:
             qi, vi, res[i] = dyn.project(q[i], v[i])
             q[i], v[i] = qi, vi
             if level >= 2:
-                a[i], lam[i] = dyn.accelerations(qi, vi, tau[i], u[i] if self.mech.n_u else None)
+                a[i], lam[i] = dyn.accelerations(qi, vi, felt[i], u[i] if self.mech.n_u else None)
         return q, v, a, lam, tau, u, res
 
 
@@ -229,13 +231,14 @@ class Trajectory:
         mech = self.mechanism
         W = np.zeros(self.t.size)
         damped = bool(mech.springs) and mech.springs.damped
-        if not (mech.has_friction or mech.has_offset or damped or self._evaluator.inputs.active) or self.t.size < 2:
+        inputs = self._evaluator.inputs
+        if not (mech.has_friction or mech.has_offset or damped or inputs.active or inputs.disturbed) or self.t.size < 2:
             return W
         x, w = np.polynomial.legendre.leggauss(8)
         mid, half = 0.5 * (self.t[1:] + self.t[:-1]), 0.5 * np.diff(self.t)
         nodes = (mid[:, None] + half[:, None] * x[None, :]).ravel()
         tc, q, v = self._evaluator.dense(nodes)
-        tau, u = self._evaluator.inputs.efforts(tc)
+        tau, u = inputs.applied(tc)                 # the disturbance works on the rig too
         effort = tau + u @ mech.B.T
         if mech.has_friction:
             effort = effort - mech.friction(v)[0]
@@ -316,6 +319,7 @@ class ForwardSimulator:
         self._drift = 0.0
         self._forgotten = 0              # segments dropped by forget_before
         self._breaks = sorted(b for b in self.inputs.breakpoints() if b > 0.0)
+        self._piece: int | None = None   # the disturbance's draw of the segment being integrated
 
     def _initial_state(self, d) -> tuple[np.ndarray, np.ndarray]:
         mech, sc = self.mech, self.scenario
@@ -344,7 +348,7 @@ class ForwardSimulator:
     def _rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         n = self.mech.n
         q, v = y[:n], y[n:]
-        tau, u = self.inputs.at(t)
+        tau, u = self.inputs.at(t, self._piece)
         try:
             a, _ = self._dyn.accelerations(q, v, tau, u if self.mech.n_u else None)
         except np.linalg.LinAlgError as exc:
@@ -358,10 +362,9 @@ class ForwardSimulator:
         step = self.options.projection_interval
         while t < t_end - 1e-12:
             nxt = min(t + step, t_end)
-            for b in self._breaks:
-                if t + 1e-12 < b < nxt - 1e-12:
-                    nxt = b
-                    break
+            i = bisect.bisect_right(self._breaks, t + 1e-12)
+            if i < len(self._breaks) and self._breaks[i] < nxt - 1e-12:
+                nxt = self._breaks[i]
             ends.append(nxt)
             t = nxt
         return ends
@@ -378,6 +381,7 @@ class ForwardSimulator:
         for t1 in self._segment_ends(t_end):
             t0 = self.t
             first = None if self._h is None else min(self._h, t1 - t0)
+            self._piece = self.inputs.piece(0.5 * (t0 + t1)) if self.inputs.disturbed else None
             sol = solve_ivp(self._rhs, (t0, t1), self.y, method="DOP853", rtol=opt.rtol,
                             atol=opt.atol, dense_output=True, first_step=first,
                             max_step=opt.max_step)

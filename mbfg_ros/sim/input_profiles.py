@@ -12,6 +12,10 @@ Profiles (``A`` amplitude, ``f`` frequency, ``t0`` start; zero before t0):
   apart, the first knot (at t0) zero, so it starts continuously.
 
 A joint of the scenario's ``input_scale`` gets its effort times its factor.
+
+The scenario's ``disturbance`` is not an input: an unmodelled generalised force on every joint
+(piecewise constant, a Gaussian draw per joint every 1 / ``disturbance_rate`` s), which the
+dynamics feel (:meth:`InputProfile.applied`) and no sensor publishes (:meth:`InputProfile.efforts`).
 """
 from __future__ import annotations
 
@@ -50,15 +54,46 @@ class InputProfile:
                 values = self.amplitude * rng.standard_normal(count)
                 values[0] = 0.0
                 self._splines.append(CubicSpline(knots, values, bc_type="clamped"))
+        self.disturbance = float(scenario.disturbance)
+        self.period = 1.0 / float(scenario.disturbance_rate)
+        self._draws = np.zeros((1, self.n))
+        if self.disturbance > 0.0:
+            rng = np.random.default_rng([scenario.seed, 0xD1])
+            count = int(math.ceil(scenario.duration / self.period - 1e-9))
+            self._draws = self.disturbance * rng.standard_normal((max(count, 1), self.n))
 
     @property
     def active(self) -> bool:
         """True when some joint gets a nonzero effort."""
         return (self.profile != "none" or self.offset != 0.0) and (len(self.known) + self.n_u) > 0
 
+    @property
+    def disturbed(self) -> bool:
+        """True when the dynamics feel a disturbance."""
+        return self.disturbance > 0.0
+
     def breakpoints(self) -> list[float]:
-        """Times where the effort or its derivative jumps (the integrator restarts there)."""
-        return [self.start] if self.active else []
+        """Times where the effort or its derivative jumps (the integrator restarts there):
+        the inputs' start and every draw of the disturbance."""
+        out = [self.start] if self.active else []
+        if self.disturbed:
+            out += list(self.period * np.arange(1, len(self._draws)))
+        return sorted(out)
+
+    def piece(self, t: float) -> int:
+        """The index of the disturbance's draw at ``t`` (s; right-continuous at its jumps)."""
+        return min(max(int(math.floor(t / self.period + 1e-9)), 0), len(self._draws) - 1)
+
+    def disturbance_at(self, times, piece: int | None = None) -> np.ndarray:
+        """(N, n) the disturbance at ``times`` (s; zeros without one); ``piece``: the draw of
+        the integrator's segment (between two jumps) instead of the times' own."""
+        t = np.atleast_1d(np.asarray(times, float))
+        if not self.disturbed:
+            return np.zeros((t.size, self.n))
+        if piece is not None:
+            return np.repeat(self._draws[piece][None, :], t.size, axis=0)
+        k = np.clip(np.floor(t / self.period + 1e-9).astype(int), 0, len(self._draws) - 1)
+        return self._draws[k]
 
     def _channels(self, t: np.ndarray) -> np.ndarray:
         """(len(t), channels) efforts; channels are the known joints, then the unknown inputs."""
@@ -85,7 +120,15 @@ class InputProfile:
         tau[:, self.known] = ch[:, :len(self.known)]
         return tau, ch[:, len(self.known):].copy()
 
-    def at(self, t: float) -> tuple[np.ndarray, np.ndarray]:
-        """tau (n,) and u (n_u,) at one time (s)."""
-        tau, u = self.efforts(np.array([t]))
+    def applied(self, times, piece: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """What the dynamics feel at ``times`` (s): the known efforts plus the disturbance
+        (N, n), and the unknown efforts (N, n_u); ``piece`` as in :meth:`disturbance_at`."""
+        tau, u = self.efforts(times)
+        if self.disturbed:
+            tau = tau + self.disturbance_at(times, piece)
+        return tau, u
+
+    def at(self, t: float, piece: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """What the dynamics feel at one time (s): tau (n,) with the disturbance, u (n_u,)."""
+        tau, u = self.applied(np.array([t]), piece)
         return tau[0], u[0]

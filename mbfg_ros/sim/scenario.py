@@ -51,7 +51,15 @@ class Scenario:
         input_scale: {joint: factor}: that joint's effort (profile and offset) times factor (an
             arm's wrists take a fraction of its shoulder's torque).
         friction: use the config's joint friction in the truth (False: frictionless truth).
-        seed: seed of the random input profile.
+        disturbance: N m (N for prismatic joints): the standard deviation of an unmodelled
+            generalised force on every joint, a fresh Gaussian draw per joint held for
+            1 / ``disturbance_rate`` s (piecewise constant, white up to half that rate), from
+            t = 0; never published by a sensor. It is what the estimator's ``noise.dynamics``
+            stands for: a disturbance of sigma d at rate r has the spectral density d^2 / r, the
+            same as the estimator's dynamics rows of sigma d at keyframe rate r. 0: none.
+        disturbance_rate: Hz, the rate at which the disturbance draws (default 200, the default
+            keyframe rate).
+        seed: seed of the random input profile and of the disturbance.
     """
     duration: float = 10.0
     gravity_error: float = 0.0
@@ -66,6 +74,8 @@ class Scenario:
     input_offset: float = 0.0
     input_scale: dict[str, float] = field(default_factory=dict)
     friction: bool = True
+    disturbance: float = 0.0
+    disturbance_rate: float = 200.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -80,6 +90,10 @@ class Scenario:
         if self.input_profile in ("sine", "random") and not self.input_frequency > 0:
             raise MbfgError(f"input_frequency must be positive for the {self.input_profile} "
                             f"profile (value: {self.input_frequency!r})")
+        if not (math.isfinite(self.disturbance) and self.disturbance >= 0):
+            raise MbfgError(f"disturbance must be a standard deviation >= 0 (N m or N; value: {self.disturbance!r})")
+        if not (math.isfinite(self.disturbance_rate) and self.disturbance_rate > 0):
+            raise MbfgError(f"disturbance_rate must be a positive rate in Hz (value: {self.disturbance_rate!r})")
         for what, scales in (("mass_scale", self.mass_scale), ("length_scale", self.length_scale),
                              ("input_scale", self.input_scale)):
             for name, factor in scales.items():
@@ -98,7 +112,8 @@ class Scenario:
             "input_profile": self.input_profile, "input_amplitude": self.input_amplitude,
             "input_frequency": self.input_frequency, "input_start": self.input_start,
             "input_offset": self.input_offset, "input_scale": dict(self.input_scale),
-            "friction": self.friction, "seed": self.seed,
+            "friction": self.friction, "disturbance": self.disturbance,
+            "disturbance_rate": self.disturbance_rate, "seed": self.seed,
         }
 
 

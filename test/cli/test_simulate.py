@@ -105,6 +105,8 @@ def test_overwrite(tmp_path, capsys):
     (["--dropout", "1.5"], "--dropout: must be a probability in [0, 1) (value: 1.5)"),
     (["--jitter", "-0.001"], "--jitter: must be >= 0 s (value: -0.001)"),
     (["--initial-error", "0.1,0.2"], "--initial-error: the rig has 1 DOF, got 2 values"),
+    (["--disturbance", "-1"], "--disturbance: must be >= 0 N m or N (value: -1)"),
+    (["--disturbance", "1", "--disturbance-rate", "0"], "--disturbance-rate: must be a positive number of Hz (value: 0)"),
 ])
 def test_bad_input_names_the_option_and_exits_2(tmp_path, capsys, extra, message):
     out = tmp_path / "never"
@@ -133,3 +135,14 @@ def test_json_to_stdout(tmp_path, capsys):
     assert facts["topics"]["/joint_commands"] == {"type": "sensor_msgs/msg/JointState", "count": 300}
     assert facts["conservative"] is False
     assert facts["energy_drift"] < 1e-6        # the energy balance, net of the motor's work and friction
+
+
+def test_a_disturbance_is_in_the_scenario_and_the_energy_balance(tmp_path, capsys):
+    assert main(["simulate", str(CONFIG / "four_bar.yaml"), "--duration", "0.3", "--out", str(tmp_path / "d"),
+                 "--disturbance", "0.5", "--disturbance-rate", "100", "--json", "-"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert facts["scenario"]["disturbance"] == 0.5 and facts["scenario"]["disturbance_rate"] == 100.0
+    assert facts["conservative"] is False and facts["energy_drift"] < 1e-8
+    assert main(["simulate", str(CONFIG / "four_bar.yaml"), "--duration", "0.3", "--out", str(tmp_path / "e"),
+                 "--disturbance", "0.5"]) == 0
+    assert "disturbance 0.5 N m or N per joint at 200 Hz" in capsys.readouterr().out

@@ -61,6 +61,10 @@ def test_scenario_rejects_bad_values():
         Scenario(input_profile="ramp")
     with pytest.raises(MbfgError, match="positive factor"):
         Scenario(mass_scale={"crank": 0.0})
+    with pytest.raises(MbfgError, match=r"disturbance must be a standard deviation >= 0 .*-1"):
+        Scenario(disturbance=-1.0)
+    with pytest.raises(MbfgError, match="disturbance_rate must be a positive rate in Hz"):
+        Scenario(disturbance=1.0, disturbance_rate=0.0)
 
 
 def test_friction_is_the_configs_or_none():
@@ -123,3 +127,26 @@ def test_inputs_act_in_the_truths_dynamics(name, profile):
     for k in range(0, len(tr.t), 97):
         r = mech.inverse_dynamics(d, tr.q[k], tr.v[k], tr.a[k], tr.lam[k], tr.tau[k], tr.u[k]).r
         assert np.max(np.abs(r)) < 1e-8
+
+
+def test_a_disturbance_acts_on_every_joint_and_is_never_published():
+    """The unmodelled force (Scenario.disturbance): piecewise constant per joint at its rate,
+    felt by the truth's dynamics (the inverse dynamics of the truth leave exactly it), counted in
+    the energy balance, absent from the published efforts; reproducible from the seed."""
+    sc = dict(duration=2.0, disturbance=0.5, disturbance_rate=50.0, seed=3)
+    tr = simulated("four_bar", **sc)
+    mech = tr.mechanism
+    d = mech.create_data()
+    assert not np.any(tr.tau) and not np.any(tr.efforts())          # no sensor publishes it
+    profile = InputProfile(mech, Scenario(**sc))
+    push = profile.disturbance_at(tr.t)
+    for k in range(1, len(tr.t), 7):
+        r = mech.inverse_dynamics(d, tr.q[k], tr.v[k], tr.a[k], tr.lam[k], tr.tau[k], tr.u[k]).r
+        np.testing.assert_allclose(r, push[k], atol=1e-7)
+    draws = profile.disturbance_at(0.01 + np.arange(100) / 50.0)    # one time inside each draw
+    assert draws.shape == (100, mech.n) and 0.4 < np.std(draws) < 0.6
+    np.testing.assert_array_equal(profile.disturbance_at([0.021, 0.039]), draws[[1, 1]])   # held
+    assert tr.energy_drift() < 1e-8                                  # its work is in the balance
+    assert np.max(np.abs(tr.q - simulated("four_bar", duration=2.0, seed=3).q)) > 1e-3
+    np.testing.assert_array_equal(InputProfile(mech, Scenario(**sc)).disturbance_at(tr.t), push)
+    assert not np.any(InputProfile(mech, Scenario(duration=2.0)).disturbance_at(tr.t))
