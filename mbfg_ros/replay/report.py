@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mbfg_ros.replay.metrics import COMPONENTS, Comparison, significant_components
+from mbfg_ros.replay.metrics import COMPONENTS, Comparison, consistency, significant_components
 from mbfg_ros.replay.residuals import Residuals, load_cell_unit
 from mbfg_ros.replay.session import ReplayResult
 
@@ -61,6 +61,16 @@ def _truth_problems(res: ReplayResult) -> list[str]:
         out.append(f"{res.truth_unmatched} joint-state messages of the truth lack some of the config's "
                    f"joints ({', '.join(res.mech.joint_names)}) and were not used")
     return out
+
+
+def _consistency(mech, res: ReplayResult, comparison: Comparison | None) -> dict:
+    """Per DOF joint, :func:`~mbfg_ros.replay.metrics.consistency` as plain data ({} without a
+    truth or without published standard deviations)."""
+    k = consistency(mech, res.estimates, comparison) if comparison is not None else None
+    return {j: {"position": _num(d.position_ratio), "velocity": _num(d.velocity_ratio),
+                "position_within_2_sigma": _num(d.position_coverage),
+                "velocity_within_2_sigma": _num(d.velocity_coverage), "samples": d.samples}
+            for j, d in (k or {}).items()}
 
 
 def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str, Residuals],
@@ -146,6 +156,10 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         if comparison is not None else {},
         "rmse_forces": {f: {k: _num(v) for k, v in row.items()} for f, row in comparison.rmse_forces.items()}
         if comparison is not None else {},
+        # the published DOF standard deviations against the errors (with the covariance on):
+        # error / sigma RMS (1 when honest, above 1 the sigma claims too much) and the share of
+        # errors within two sigmas (0.954 for Gaussian errors), over the compared keyframes
+        "consistency": _consistency(mech, res, comparison),
         # angular joints: how often the estimate's whole-turn count against the truth changed
         "turn_slips": dict(comparison.turn_slips) if comparison is not None else {},
         "startup": {j: {k: _num(v) for k, v in row.items()} for j, row in comparison.startup.items()}
@@ -339,6 +353,13 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
             lines.append("  angles compared unwrapped; whole-turn slips: " + ", ".join(
                 f"{j} {n}" + (" (SLIPPED)" if n else "") for j, n in f["turn_slips"].items())
                 + "; effort: actuator effort without friction vs the truth's joint_states effort")
+        if f.get("consistency"):
+            lines.append("  published DOF sigmas against the errors (error / sigma RMS: 1 when honest, above 1 they "
+                         "claim too much; in brackets the share within 2 sigma, 95.4 % for Gaussian errors):")
+            width = max(len(j) for j in f["consistency"])
+            for j, r in f["consistency"].items():
+                lines.append(f"    {j:<{width}}  position {r['position']:.2f} ({100 * r['position_within_2_sigma']:.1f} %)"
+                             f"  velocity {r['velocity']:.2f} ({100 * r['velocity_within_2_sigma']:.1f} %)")
         for name, row in f["rmse_forces"].items():
             if "reading" in row:
                 k = [c.config.name for c in mech.load_cells].index(name)

@@ -55,6 +55,11 @@ def test_summary_json_and_exit_status(full_run):
     assert facts["health"]["resets"] == 0 and set(facts["health"]["latency_ms"]) == {"mean", "p99", "max"}
     assert set(facts["timings"]) >= {"total", "estimator", "read_sensors", "truth", "forces", "outputs", "cpu"}
     assert facts["residuals"]["crank_encoder"]["samples"] == 2000
+    k = facts["consistency"]["crank_joint"]                 # the covariance against the truth
+    assert set(facts["consistency"]) == {"crank_joint"} and k["samples"] == facts["rmse_samples"]
+    assert 0.3 < k["position"] < 2.0 and 0.3 < k["velocity"] < 2.0 and 0.5 < k["position_within_2_sigma"] <= 1.0
+    assert "published DOF sigmas against the errors" in text
+    assert f"crank_joint  position {k['position']:.2f} ({100 * k['position_within_2_sigma']:.1f} %)" in text
 
 
 def test_output_bag_with_covariance_topics(full_run):
