@@ -188,10 +188,17 @@ class HilRun:
         """Call the estimator's ``~/reset`` service (std_srvs/Trigger); the response."""
         return self.call("std_srvs/srv/Trigger", self.names.topic("reset"), timeout=timeout)
 
-    def call(self, srv_type: str, service: str, request=None, timeout: float = 10.0):
+    def call(self, srv_type: str, service: str, request=None, timeout: float = 10.0,
+             resend: float | None = None):
         """Call ``service`` (of type ``srv_type``, e.g. "lifecycle_msgs/srv/ChangeState") from
         the monitor's node with ``request`` (default: an empty one); the response. Raises
-        HilError when the service does not appear or answer within ``timeout`` s."""
+        HilError when the service does not appear or answer within ``timeout`` s.
+
+        ``resend``: s after which an unanswered request is sent again (the first answer wins),
+        for a request that may be repeated (a query, setting the same value): a server whose
+        reply writer has not yet discovered this client's reply reader drops the reply (Fast DDS
+        logs "failed to send response (timeout)"), seen on a loaded machine; wait_for_service
+        only sees the request side matched. None: sent once (a lifecycle transition)."""
         from mbfg_ros.ros.message_classes import message_class
         node = self.monitor
         srv = message_class(srv_type)
@@ -199,13 +206,20 @@ class HilRun:
         try:
             if not client.wait_for_service(timeout_sec=timeout):
                 raise self._fail(f"no service {service} within {timeout:g} s")
-            future = client.call_async(request if request is not None else srv.Request())
+            request = request if request is not None else srv.Request()
+            futures = [client.call_async(request)]
             end = time.monotonic() + timeout
-            while not future.done():
-                if time.monotonic() > end:
-                    raise self._fail(f"the service {service} did not answer within {timeout:g} s")
+            sent = time.monotonic()
+            while not any(f.done() for f in futures):
+                now = time.monotonic()
+                if now > end:
+                    raise self._fail(f"the service {service} did not answer within {timeout:g} s"
+                                     + (f" ({len(futures)} requests)" if len(futures) > 1 else ""))
+                if resend is not None and now - sent > resend:
+                    futures.append(client.call_async(request))
+                    sent = now
                 time.sleep(0.02)
-            return future.result()
+            return next(f for f in futures if f.done()).result()
         finally:
             node.destroy_client(client)
 

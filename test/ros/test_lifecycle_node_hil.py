@@ -55,7 +55,8 @@ def change_state(run: HilRun, label: str) -> bool:
 
 
 def state(run: HilRun) -> int:
-    return int(run.call("lifecycle_msgs/srv/GetState", f"{NODE}/get_state", timeout=60.0).current_state.id)
+    return int(run.call("lifecycle_msgs/srv/GetState", f"{NODE}/get_state", timeout=60.0,
+                        resend=5.0).current_state.id)
 
 
 def truth_stamp(run: HilRun) -> int:
@@ -221,12 +222,14 @@ def test_a_bad_config_fails_configure_with_the_line_of_mbfg_check(tmp_path):
         # a parameter read at configure changes while unconfigured, and configure then succeeds
         srv = message_class("rcl_interfaces/srv/SetParameters")
         fix = srv.Request(parameters=[Parameter("config", value=str(FOUR_BAR)).to_parameter_msg()])
-        (result,) = run.call("rcl_interfaces/srv/SetParameters", f"{NODE}/set_parameters", fix).results
+        (result,) = run.call("rcl_interfaces/srv/SetParameters", f"{NODE}/set_parameters", fix,
+                               timeout=60.0, resend=5.0).results
         assert result.successful, result.reason
         assert change_state(run, "configure") and state(run) == INACTIVE, run.logs_tail()
         # configured, it is refused with the reason
         lag = srv.Request(parameters=[Parameter("lag", value=2.0).to_parameter_msg()])
-        (result,) = run.call("rcl_interfaces/srv/SetParameters", f"{NODE}/set_parameters", lag).results
+        (result,) = run.call("rcl_interfaces/srv/SetParameters", f"{NODE}/set_parameters", lag,
+                               timeout=60.0, resend=5.0).results
         assert not result.successful
         assert "parameter 'lag' is read at configure: set it while the node is unconfigured" in result.reason
         assert "Traceback" not in run.processes.log_text("mbfg_estimator")

@@ -30,7 +30,7 @@ def set_parameter(run: HilRun, name: str, value):
     srv = message_class("rcl_interfaces/srv/SetParameters")
     request = srv.Request(parameters=[Parameter(name, value=value).to_parameter_msg()])
     (result,) = run.call("rcl_interfaces/srv/SetParameters", run.names.topic("set_parameters"),
-                         request, timeout=60.0).results
+                         request, timeout=60.0, resend=5.0).results
     return result
 
 
@@ -57,7 +57,7 @@ def test_the_descriptors_say_which_parameters_change_at_run_time(live):
     srv = message_class("rcl_interfaces/srv/DescribeParameters")
     names = ["diagnostics_period", "publish_forces", "silence_timeout", "lag", "config", "publish_covariance"]
     response = live.call("rcl_interfaces/srv/DescribeParameters", live.names.topic("describe_parameters"),
-                         srv.Request(names=names), timeout=60.0)
+                         srv.Request(names=names), timeout=60.0, resend=5.0)
     read_only = {d.name: d.read_only for d in response.descriptors}
     assert read_only == {"diagnostics_period": False, "publish_forces": False, "silence_timeout": False,
                          "lag": True, "config": True, "publish_covariance": True}
