@@ -13,7 +13,7 @@ skipped; mbfg_ros.replay.metrics.consistency) where the motion is hard:
 - the five-bar whose truth carries the error its ``noise.dynamics`` stands for (``mbfg simulate
   --disturbance 1``: a white force of 1 N m on every joint at the 200 Hz keyframe rate): there the
   sigmas are what they claim, positions and velocities alike (0.98 / 1.00 and 0.96 / 0.91 on 6 s,
-  seed 1; 0.87-1.14 over seeds 1-3): the covariance is computed right when the model's noise is
+  seed 1; 0.87-1.15 over seeds 1-3): the covariance is computed right when the model's noise is
   the truth's.
 """
 from __future__ import annotations
