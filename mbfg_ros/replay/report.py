@@ -63,10 +63,10 @@ def _truth_problems(res: ReplayResult) -> list[str]:
     return out
 
 
-def _consistency(mech, res: ReplayResult, comparison: Comparison | None) -> dict:
+def _consistency(res: ReplayResult, comparison: Comparison | None) -> dict:
     """Per DOF joint, :func:`~mbfg_ros.replay.metrics.consistency` as plain data ({} without a
     truth or without published standard deviations)."""
-    k = consistency(mech, res.estimates, comparison) if comparison is not None else None
+    k = consistency(res.mech, res.estimates, comparison) if comparison is not None else None
     return {j: {"position": _num(d.position_ratio), "velocity": _num(d.velocity_ratio),
                 "position_within_2_sigma": _num(d.position_coverage),
                 "velocity_within_2_sigma": _num(d.velocity_coverage), "samples": d.samples}
@@ -159,7 +159,7 @@ def facts(res: ReplayResult, comparison: Comparison | None, residuals: dict[str,
         # the published DOF standard deviations against the errors (with the covariance on):
         # error / sigma RMS (1 when honest, above 1 the sigma claims too much) and the share of
         # errors within two sigmas (0.954 for Gaussian errors), over the compared keyframes
-        "consistency": _consistency(mech, res, comparison),
+        "consistency": _consistency(res, comparison),
         # angular joints: how often the estimate's whole-turn count against the truth changed
         "turn_slips": dict(comparison.turn_slips) if comparison is not None else {},
         "startup": {j: {k: _num(v) for k, v in row.items()} for j, row in comparison.startup.items()}

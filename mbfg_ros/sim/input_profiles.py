@@ -80,9 +80,13 @@ class InputProfile:
             out += list(self.period * np.arange(1, len(self._draws)))
         return sorted(out)
 
+    def _pieces(self, t: np.ndarray) -> np.ndarray:
+        """The indices of the disturbance's draws at the times ``t`` (s; right-continuous at its jumps)."""
+        return np.clip(np.floor(t / self.period + 1e-9).astype(int), 0, len(self._draws) - 1)
+
     def piece(self, t: float) -> int:
         """The index of the disturbance's draw at ``t`` (s; right-continuous at its jumps)."""
-        return min(max(int(math.floor(t / self.period + 1e-9)), 0), len(self._draws) - 1)
+        return int(self._pieces(np.array([t]))[0])
 
     def disturbance_at(self, times, piece: int | None = None) -> np.ndarray:
         """(N, n) the disturbance at ``times`` (s; zeros without one); ``piece``: the draw of
@@ -92,8 +96,7 @@ class InputProfile:
             return np.zeros((t.size, self.n))
         if piece is not None:
             return np.repeat(self._draws[piece][None, :], t.size, axis=0)
-        k = np.clip(np.floor(t / self.period + 1e-9).astype(int), 0, len(self._draws) - 1)
-        return self._draws[k]
+        return self._draws[self._pieces(t)]
 
     def _channels(self, t: np.ndarray) -> np.ndarray:
         """(len(t), channels) efforts; channels are the known joints, then the unknown inputs."""
