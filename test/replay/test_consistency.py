@@ -30,6 +30,7 @@ from support.simulations import config_mechanism, config_path
 
 pytestmark = pytest.mark.slow
 
+CRANKS = ("crank1_joint", "crank2_joint")          # the five-bars' DOFs
 LONG = ["--input", "sine", "--input-amplitude", "10", "--input-offset", "24", "--input-frequency", "1",
         "--input-start", "0", "--truth-rate", "1000", "--seed", "1"]
 
@@ -40,6 +41,16 @@ def _bag(tmp_path_factory, rig: str, duration: float, *extra: str):
         assert main(["simulate", str(config_path(rig)), "--out", str(path), "--duration", str(duration),
                      "--no-progress", *extra]) == 0
     return path
+
+
+def _assert_covered(k: dict, joints: tuple[str, ...], position: tuple[float, float],
+                    velocity: tuple[float, float], coverage: float) -> None:
+    """Each joint's error / sigma RMS within the bounds (lo, hi) and at least ``coverage`` of its
+    errors within two sigmas, positions and velocities."""
+    for joint in joints:
+        d = k[joint]
+        assert position[0] <= d.position_ratio <= position[1] and velocity[0] <= d.velocity_ratio <= velocity[1], d
+        assert d.position_coverage >= coverage and d.velocity_coverage >= coverage, d
 
 
 def _replay(rig: str, bag):
@@ -66,26 +77,19 @@ def branch_bag(tmp_path_factory):
 
 def test_the_long_cranks_dead_centres_are_covered(long_bag):
     k, c, res = _replay("long_crank", long_bag)
-    d = k["crank_joint"]
-    assert 0.8 <= d.position_ratio <= 1.25 and 0.8 <= d.velocity_ratio <= 1.25, d
-    assert d.position_coverage >= 0.93 and d.velocity_coverage >= 0.93, d
+    _assert_covered(k, ("crank_joint",), (0.8, 1.25), (0.8, 1.25), 0.93)
     assert res.health.integration_raises > 0 and c.turn_slips["crank_joint"] == 0
     assert c.rmse["crank_joint"]["position"] <= 0.6e-3 and c.rmse["crank_joint"]["velocity"] <= 0.08, c.rmse
 
 
 def test_the_branch_five_bar_is_not_overconfident(branch_bag):
     k, c, res = _replay("five_bar_branch", branch_bag)
-    for joint in ("crank1_joint", "crank2_joint"):
-        d = k[joint]
-        assert 0.6 <= d.position_ratio <= 1.25 and 0.45 <= d.velocity_ratio <= 1.25, d
-        assert d.position_coverage >= 0.95 and d.velocity_coverage >= 0.95, d
+    _assert_covered(k, CRANKS, (0.6, 1.25), (0.45, 1.25), 0.95)
+    for joint in CRANKS:
         assert c.rmse[joint]["position"] <= 3e-3 and c.turn_slips[joint] == 0, c.rmse
 
 
 def test_a_five_bar_disturbed_as_its_noise_says_is_covered(disturbed_bag):
     k, c, res = _replay("five_bar", disturbed_bag)
-    for joint in ("crank1_joint", "crank2_joint"):
-        d = k[joint]
-        assert 0.75 <= d.position_ratio <= 1.3 and 0.75 <= d.velocity_ratio <= 1.3, d
-        assert d.position_coverage >= 0.9 and d.velocity_coverage >= 0.9, d
-        assert c.turn_slips[joint] == 0
+    _assert_covered(k, CRANKS, (0.75, 1.3), (0.75, 1.3), 0.9)
+    assert all(c.turn_slips[joint] == 0 for joint in CRANKS), c.turn_slips
