@@ -22,7 +22,10 @@ search keeps its gyro at 2.1-2.6 at 1 s on a simulated rig whose noises are righ
 then, whenever it first does later ("quiet": a rig started at rest fits its noise until it moves;
 the scale stays 1, the trigger is judged every :data:`QUIET_CHECK` s of stamps, and must hold for
 :data:`QUIET_PERSIST` s; the readings of the last SETTLE s are kept, from which the search then
-starts as it would from the run's start), candidate
+starts as it would from the run's start). A run that fits its noise while it moves (some
+encoder's readings of the last SETTLE s span more than :data:`MOTION_SIGMAS` of its noise) holds
+scale 1 instead: at SETTLE s when it moved from the start, else once it has moved for SETTLE s
+with the trigger not exceeded (so the search stays armed only while the rig is at rest), candidate
 estimators with fixed scales (a geometric grid from
 ``model_uncertainty.max`` down to ``min``, ratio :data:`GRID_RATIO`) replay the readings so far
 and then take every new one, alongside, until ``model_uncertainty.seconds`` s after the start;
@@ -83,6 +86,11 @@ QUIET_PERSIST = 0.5
 this long (a misfit that lasts: the model's error once the rig moves; the fast crank's encoder,
 fitted at its noise on average, passes 1.5 sigma for at most 0.25 s at a time at its top speed)."""
 
+MOTION_SIGMAS = 30.0
+"""sigmas of an encoder's noise: readings of the last SETTLE s that span more show a rig that moves
+(at rest the span of 1000 Gaussian readings is about 6.5 sigmas); one that fits its noise while
+it moves holds scale 1 (module docstring)."""
+
 CATCH_UP = 4
 """readings per candidate the candidates take at most in all per reading the estimator takes:
 the search costs up to (1 + CATCH_UP x candidates) times the estimator's work per reading while
@@ -115,7 +123,8 @@ class ModelUncertainty:
 
     ``make_candidate(scale)`` builds an estimator of the same rig whose scale is fixed."""
 
-    def __init__(self, cfg: ModelUncertaintyConfig, make_candidate) -> None:
+    def __init__(self, cfg: ModelUncertaintyConfig, make_candidate,
+                 encoder_noise: dict[str, np.ndarray] | None = None) -> None:
         self.cfg = cfg
         self.make_candidate = make_candidate
         self.scale = 1.0
@@ -129,6 +138,10 @@ class ModelUncertainty:
         self._horizon = False              # background: the reading at ``seconds`` is queued, no more are
         self._next_check = math.inf        # quiet: the stamp at which the trigger is judged next
         self._above = 0                    # quiet: judgements in a row that found it above
+        self._noise = {k: np.atleast_1d(np.asarray(v, float)) for k, v in (encoder_noise or {}).items()}
+        self._scanned = 0                  # readings of the buffer already in a motion chunk
+        self._chunks: list[tuple[float, dict[str, tuple[list, list]]]] = []   # (newest stamp, per encoder lows/highs)
+        self._moving_since: float | None = None   # stamp since which the last SETTLE s show motion
         self._share = WorkShare(cfg.background_share)    # background: work()'s share of a core
         self._build_cost = PieceCost(BUILD_GUESS)         # background: building a candidate
         self._close_cost = PieceCost(CLOSE_GUESS)         # background: a reading that closes a keyframe
@@ -147,7 +160,8 @@ class ModelUncertainty:
         def candidate(scale: float):
             return type(est)(est.mech, est.cfg, freeze_gc=False, step_function=est.fn.fresh(),
                              model_scale=scale, **start)
-        return cls(est.cfg.model_uncertainty, candidate)
+        noise = {r.name: r.sigma for r in est.fn.residuals if r.kind == "encoder"}
+        return cls(est.cfg.model_uncertainty, candidate, noise)
 
     def feed(self, est, sensor: str, stamp: float, value) -> None:
         """A reading ``est`` is about to take: on to the search; the scale it chose so far into
@@ -172,6 +186,7 @@ class ModelUncertainty:
         self.t_first = None
         self._horizon = False
         self._above = 0
+        self._scanned, self._chunks, self._moving_since = 0, [], None
 
     @property
     def active(self) -> bool:
@@ -196,8 +211,12 @@ class ModelUncertainty:
                 while buf[i][1] < keep:
                     i += 1
                 del buf[:i]
+                self._scanned = max(0, self._scanned - i)
+            moving = self._moved(stamp)
             self._above = self._above + 1 if self._triggered(streams) else 0
             if self._above * QUIET_CHECK < QUIET_PERSIST:
+                if self._above == 0 and moving and stamp - self._moving_since >= SETTLE:
+                    self._hold()                  # it moved for SETTLE s and fitted its noise
                 return
             self.t_first = buf[0][1]              # the search starts from the buffered second
             self._start_search()
@@ -205,6 +224,8 @@ class ModelUncertainty:
             if stamp - self.t_first >= SETTLE:
                 if self._triggered(streams):
                     self._start_search()
+                elif self._moved(stamp):          # it moved and fitted its noise: scale 1 held
+                    self._hold()
                 else:                             # quiet: scale 1, the trigger judged on
                     self.state = "quiet"
                     self._next_check = stamp + QUIET_CHECK
@@ -215,6 +236,60 @@ class ModelUncertainty:
             return
         self._catch_up(CATCH_UP * len(self.candidates))
         self._settle(stamp - self.t_first >= self.cfg.seconds)
+
+    def _hold(self) -> None:
+        """Scale 1 held without a search (the readings fitted their noise while the rig moved)."""
+        self.state = "held"
+        self.buffer.clear()
+        self._scanned, self._chunks, self._moving_since = 0, [], None
+
+    def _moved(self, stamp: float) -> bool:
+        """Whether some encoder's readings of the last SETTLE s (up to ``stamp``) span more than
+        MOTION_SIGMAS of its noise; notes since when they have. The buffer's readings not seen
+        yet make one chunk (per encoder, its lowest and highest values), so each reading is
+        looked at once."""
+        noise = self._noise
+        lo: dict[str, list] = {}
+        hi: dict[str, list] = {}
+        for sensor, _, value in self.buffer[self._scanned:]:
+            if sensor not in noise:
+                continue
+            v = value.tolist()
+            a = lo.get(sensor)
+            if a is None:
+                lo[sensor], hi[sensor] = list(v), list(v)
+                continue
+            b = hi[sensor]
+            for j, x in enumerate(v):
+                if x < a[j]:
+                    a[j] = x
+                elif x > b[j]:
+                    b[j] = x
+        self._scanned = len(self.buffer)
+        chunks = self._chunks
+        if lo:
+            chunks.append((stamp, {k: (lo[k], hi[k]) for k in lo}))
+        keep = stamp - SETTLE
+        while chunks and chunks[0][0] < keep:
+            chunks.pop(0)
+        moving = False
+        for sensor, sigma in noise.items():
+            spans = [c[sensor] for _, c in chunks if sensor in c]
+            if not spans:
+                continue
+            for j in range(len(spans[0][0])):
+                low = min(s[0][j] for s in spans)
+                high = max(s[1][j] for s in spans)
+                if high - low > MOTION_SIGMAS * float(sigma[min(j, sigma.size - 1)]):
+                    moving = True
+                    break
+            if moving:
+                break
+        if not moving:
+            self._moving_since = None
+        elif self._moving_since is None:
+            self._moving_since = stamp
+        return moving
 
     def _triggered(self, streams) -> bool:
         """Whether some encoder's running innovation scale is above the trigger (or it is 0)."""
