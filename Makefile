@@ -1,7 +1,8 @@
 # mbfg_ros: the two commands of the README work on a fresh machine (they set up .venv first).
 #   make demo   - the four-bar rig and the estimator live over DDS, with figures and plots
 #   make test   - the whole test suite (what CI runs)
-# Long runs have their own targets: make bench-quick, make bench-perf, make bench-node, make bench-full,
+# Long runs have their own targets: make bench-quick, make bench-perf, make bench-node,
+# make bench-against REF=<commit> (the speed guard), make bench-full,
 # make soak.
 #
 # ROS_DISTRO picks the ROS 2 distribution of the pip environment, on the command line only (a
@@ -31,7 +32,7 @@ export ROS_LOG_DIR ?= $(CURDIR)/build/ros_log
 export PYTHONPYCACHEPREFIX ?= $(CURDIR)/build/pycache
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup test test-fast demo check-examples bench-quick bench-perf bench-node bench-full soak clean
+.PHONY: setup test test-fast demo check-examples bench-quick bench-perf bench-node bench-against bench-full soak clean
 
 setup:
 	@scripts/setup_env.sh $(ROS_DISTRO)
@@ -61,6 +62,11 @@ bench-perf: setup
 bench-node: setup
 	@$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-bench.txt
 	@$(MBFG) benchmark --node --out build/bench_node --json build/bench_node/results.json
+
+# the speed guard: this tree's estimator against REF's, side by side (tools/perf_against.py)
+REF ?= HEAD
+bench-against: setup
+	@$(PY) tools/perf_against.py $(REF)
 
 # what docs/benchmark holds: 20 seeds, 4..23 (seeds 0..3 and 100..107 were looked at while choosing
 # settings), the filters, the batch reference, the rig's one default configuration and the old default

@@ -91,6 +91,8 @@ class Estimator:
         self.linearizer = StepLinearizer(self.fn, cfg, self.health,
                                          self.integration if local_truncation else None)
         self.relinearizer = Relinearizer(cfg, self.lay.n, mechanism.dependent)
+        phi = self.layout.phi                          # (a slice of the rows)
+        self._phi_dependent = np.ix_(np.arange(phi.start, phi.stop), np.asarray(mechanism.dependent, int))
         stated = None if cfg.stamp_jitter_auto else cfg.stamp_jitter
         periods = {c.name: 1.0 / c.rate for c in mechanism.config.sensors.all() if c.rate > 0}
         self.measuring = [SensorStream(res.name, res.kind, res.index, res.dim, stated, periods.get(res.name, 0.0))
@@ -368,7 +370,7 @@ class Estimator:
             r, J0, J1, x1 = self.linearizer.refine(x_prev, x_pred, (self.x_start, self.prior_sigma),
                                                    self.states.get(k - 2))
             if self.mech.m and not first:
-                self.relinearizer.threshold.observe(J1[self.layout.phi, :self.lay.n])
+                self.relinearizer.threshold.observe_block(J1[self._phi_dependent])
             rms = math.sqrt(float(r @ r) / r.size)
             if rms > self.cfg.divergence_threshold:
                 raise SolverFailure(f"diverging: whitened residual RMS {rms:.3g} at keyframe {k}")

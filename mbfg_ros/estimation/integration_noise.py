@@ -73,24 +73,27 @@ class IntegrationNoise:
         self._sigmas: np.ndarray | None = None       # sigmas() until the next add
 
     def add(self, a: np.ndarray) -> None:
-        """The accelerations of the next solved keyframe (in keyframe order)."""
+        """The accelerations of the next solved keyframe (in keyframe order). Called per
+        keyframe: the same arithmetic in as few numpy calls as it takes."""
         a = np.array(a, float)
-        if not np.isfinite(a).all():
+        if not math.isfinite(a.sum()):
             return
         self._sigmas = None
-        self._a.append(a)
-        if len(self._a) >= 2:
-            self._push(self._d1, (self._a[-1] - self._a[-2]) ** 2, 1)
-        if len(self._a) == 3:
-            self._push(self._d2, (self._a[-1] - 2.0 * self._a[-2] + self._a[-3]) ** 2, 2)
+        hist = self._a
+        hist.append(a)
+        if len(hist) >= 2:
+            d = a - hist[-2]
+            self._push(self._d1, d * d, self._s1)
+            if len(hist) == 3:
+                d = a - 2.0 * hist[-2] + hist[-3]
+                self._push(self._d2, d * d, self._s2)
 
-    def _push(self, window: deque, sq: np.ndarray, which: int) -> None:
+    def _push(self, window: deque, sq: np.ndarray, total: np.ndarray) -> None:
         window.append(sq)
-        total = self._s1 if which == 1 else self._s2
         total += sq
         if len(window) > self.size:
             total -= window.popleft()
-        np.maximum(total, 0.0, out=total)
+            np.maximum(total, 0.0, out=total)     # (a rounding error below 0 after a subtraction)
 
     def roughness(self) -> float:
         """How many times the velocity rows' truncation (RMS over the span, the largest over the

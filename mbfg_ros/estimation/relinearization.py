@@ -152,13 +152,29 @@ class SingularityThreshold:
     def observe(self, phi_q: np.ndarray) -> None:
         """The closure rows' Jacobian with respect to q (m, n; any row scale) at the newest
         keyframe."""
-        s = np.linalg.svd(phi_q[:, self.dependent], compute_uv=False)
-        if not (s.size and np.isfinite(s).all() and s[0] > 0.0):
+        self.observe_block(phi_q[:, self.dependent])
+
+    def observe_block(self, block: np.ndarray) -> None:
+        """The same from its dependent columns alone (m, len(dependent)): the estimator takes
+        them out of the step's Jacobian in one index. Called per keyframe: the singular values'
+        checks on a list (numpy's per-call dispatch cost more than the SVD of a 2 x 2 block)."""
+        s = np.linalg.svd(block, compute_uv=False).tolist()
+        if not s:
             return
-        r = int(np.count_nonzero(s > RANK_TOLERANCE * s[0]))
+        s0 = s[0]
+        if not (s0 > 0.0 and s0 < math.inf):      # (also NaN; the rest are <= s0 or NaN)
+            return
+        tol = RANK_TOLERANCE * s0
+        r = 0
+        for x in s:
+            if x != x:                            # NaN
+                return
+            if x > tol:
+                r += 1
         if self.rank is None or r > self.rank:   # (a run that starts near a singular pose)
             self.rank, self.best = r, math.inf
-        self.condition = float(s[0] / s[self.rank - 1]) if s[self.rank - 1] > 0.0 else math.inf
+        low = s[self.rank - 1]
+        self.condition = s0 / low if low > 0.0 else math.inf
         if self.condition < self.best:
             self.best = self.condition
 
