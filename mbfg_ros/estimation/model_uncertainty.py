@@ -25,7 +25,8 @@ the scale stays 1, the trigger is judged every :data:`QUIET_CHECK` s of stamps, 
 starts as it would from the run's start). A run that fits its noise while it moves (some
 encoder's readings of the last SETTLE s span more than :data:`MOTION_SIGMAS` of its noise) holds
 scale 1 instead: at SETTLE s when it moved from the start, else once it has moved for SETTLE s
-with the trigger not exceeded (so the search stays armed only while the rig is at rest), candidate
+with the trigger not exceeded (so the search stays armed only while the rig is at rest; a rig
+without encoders, whose trigger nothing can exceed, holds scale 1 at SETTLE s), candidate
 estimators with fixed scales (a geometric grid from
 ``model_uncertainty.max`` down to ``min``, ratio :data:`GRID_RATIO`) replay the readings so far
 and then take every new one, alongside, until ``model_uncertainty.seconds`` s after the start;
@@ -224,8 +225,9 @@ class ModelUncertainty:
             if stamp - self.t_first >= SETTLE:
                 if self._triggered(streams):
                     self._start_search()
-                elif self._moved(stamp):          # it moved and fitted its noise: scale 1 held
-                    self._hold()
+                elif not self._noise or self._moved(stamp):
+                    self._hold()                  # it moved and fitted its noise (or no encoder
+                                                  # could ever start a search): scale 1 held
                 else:                             # quiet: scale 1, the trigger judged on
                     self.state = "quiet"
                     self._next_check = stamp + QUIET_CHECK

@@ -14,6 +14,7 @@ elsewhere (at ``x``) is moved to ``theta`` by this class: ``r + J (theta - x)``.
 from __future__ import annotations
 
 import math
+
 import gtsam
 import numpy as np
 

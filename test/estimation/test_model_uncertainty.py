@@ -14,7 +14,7 @@ import pytest
 
 from conftest import CONFIG, ROOT
 from mbfg_ros.estimation.estimator import Estimator
-from mbfg_ros.estimation.model_uncertainty import CATCH_UP, SETTLE, InnovationSum, candidate_scales
+from mbfg_ros.estimation.model_uncertainty import CATCH_UP, SETTLE, InnovationSum, ModelUncertainty, candidate_scales
 from mbfg_ros.model.config import ModelUncertaintyConfig
 from mbfg_ros.model.mechanism import load_mechanism
 
@@ -292,6 +292,17 @@ def test_a_rig_started_at_rest_that_fits_its_noise_once_it_moves_holds_scale_one
             held_at = t
     assert not mu.searched and est.model_scale == 1.0 and not mu.buffer
     assert rest + SETTLE <= held_at <= rest + SETTLE + 0.2
+
+
+def test_a_rig_without_encoders_holds_scale_one_at_settle():
+    """Only encoders start a search (trigger above 0), so a gyro-only rig is never left armed:
+    scale 1 held SETTLE s in, nothing buffered after that."""
+    mu = ModelUncertainty(ModelUncertaintyConfig(), make_candidate=None, encoder_noise={})
+    t = 0.0
+    while t < SETTLE + 0.01:
+        mu.add("rod_gyro", t, [0.0, 0.0, 1.0 + t], [])
+        t += 0.002
+    assert mu.state == "held" and not mu.active and not mu.buffer and not mu.searched
 
 
 def test_in_the_background_a_rig_started_at_rest_searches_in_spare_time_once_it_moves():
