@@ -143,6 +143,8 @@ class ModelUncertainty:
         self._scanned = 0                  # readings of the buffer already in a motion chunk
         self._chunks: list[tuple[float, dict[str, tuple[list, list]]]] = []   # (newest stamp, per encoder lows/highs)
         self._moving_since: float | None = None   # stamp since which the last SETTLE s show motion
+        self.clock = time.monotonic            # background: the wall clock the share and deadlines use (s)
+        self.cpu_clock = time.thread_time      # background: the clock a piece's cost is taken on (s)
         self._share = WorkShare(cfg.background_share)    # background: work()'s share of a core
         self._build_cost = PieceCost(BUILD_GUESS)         # background: building a candidate
         self._close_cost = PieceCost(CLOSE_GUESS)         # background: a reading that closes a keyframe
@@ -307,19 +309,19 @@ class ModelUncertainty:
 
     def work(self, deadline: float) -> None:
         """In the background: the candidates are built and take queued readings until
-        ``deadline`` (``time.monotonic()`` s), the search's share of a core
+        ``deadline`` (``clock`` s), the search's share of a core
         (``background_share``: :class:`.WorkShare`) is used up, or they are through the queue.
         A costly piece (building a candidate, a reading that closes one of its keyframes) starts
         only if its recent cost fits before then (:class:`.PieceCost`)."""
         if self.state != "searching":
             return
-        start = time.monotonic()
+        start = self.clock()
         stop = min(deadline, self._share.until(start))
         try:
             if self._build(stop):
                 self._catch_up(math.inf, stop)
         finally:
-            self._share.spent(time.monotonic() - start)
+            self._share.spent(self.clock() - start)
         if len(self.candidates) == len(candidate_scales(self.cfg)):
             self._settle(self._horizon)
 
@@ -328,13 +330,13 @@ class ModelUncertainty:
         whether they all are."""
         scales = candidate_scales(self.cfg)
         while len(self.candidates) < len(scales):
-            t = time.monotonic()
+            t = self.clock()
             if not self._build_cost.fits(stop - t):
                 return False
-            c, cpu = scales[len(self.candidates)], time.thread_time()
+            c, cpu = scales[len(self.candidates)], self.cpu_clock()
             self.candidates.append((c, self.make_candidate(c)))
             self.taken.append(0)
-            self._build_cost.took(time.thread_time() - cpu)
+            self._build_cost.took(self.cpu_clock() - cpu)
         return True
 
     def _settle(self, over: bool) -> None:
@@ -358,17 +360,17 @@ class ModelUncertainty:
                 sensor, stamp, value = self.buffer[self.taken[i]]
                 costly = False
                 if timed:
-                    t = time.monotonic()
+                    t = self.clock()
                     if t >= deadline:
                         return
                     costly = est.may_close(sensor, stamp)     # only if its cost fits
                     if costly:
                         if not self._close_cost.fits(deadline - t):
                             return
-                        cpu = time.thread_time()
+                        cpu = self.cpu_clock()
                 est.take_sample(sensor, stamp, value)
                 if costly:
-                    self._close_cost.took(time.thread_time() - cpu)
+                    self._close_cost.took(self.cpu_clock() - cpu)
                 self.taken[i] += 1
                 budget -= 1
 
