@@ -1,6 +1,7 @@
 """Shared fixtures: every example rig is loaded once per test session."""
 from __future__ import annotations
 
+import importlib.util
 import sys
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -24,6 +25,16 @@ def mechanism(name: str) -> Mechanism:
     if name not in _cache:
         _cache[name] = load_mechanism(CONFIG / f"{name}.yaml")
     return _cache[name]
+
+
+def load_tool(name: str):
+    """The script ``tools/<name>.py`` as a module (registered in sys.modules: a tool's dataclasses
+    look their module up)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def pytest_report_header() -> str:

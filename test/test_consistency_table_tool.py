@@ -2,23 +2,14 @@
 the config's own line when it is not one."""
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from conftest import CONFIG, ROOT
+from conftest import CONFIG, load_tool
 from mbfg_ros.errors import ConfigError
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("consistency_table", ROOT / "tools" / "consistency_table.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_set_changes_a_nested_field_and_the_config_checks_it():
-    tool = _tool()
+    tool = load_tool("consistency_table")
     mech = tool.with_settings(CONFIG / "slider_crank.yaml", ["estimator.model_uncertainty.trigger=0",
                                                              "estimator.noise.dynamics=0.5"])
     assert mech.config.estimator.model_uncertainty.trigger == 0

@@ -3,31 +3,23 @@ estimates, and (slow) one whole run of the work tree against HEAD. No timing is 
 figures are the command's output for a person to read, never a test's verdict."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("perf_against", ROOT / "tools" / "perf_against.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import ROOT, load_tool
 
 
 def test_a_cost_ratio_is_above_one_when_the_new_code_costs_more():
-    tool = _tool()
+    tool = load_tool("perf_against")
     assert tool._cost_ratio("perf four_bar: CPU ms / keyframe (process)", 0.2, 0.3) == pytest.approx(1.5)
     assert tool._cost_ratio("replay online: x real time (wall)", 20.0, 10.0) == pytest.approx(2.0)
     assert tool._cost_ratio("replay smooth: x real time per CPU s", 10.0, 40.0) == pytest.approx(0.25)
 
 
 def test_two_replays_estimates_are_compared_on_their_shared_columns(tmp_path):
-    tool = _tool()
+    tool = load_tool("perf_against")
     a, b, c = tmp_path / "a.csv", tmp_path / "b.csv", tmp_path / "c.csv"
     a.write_text("stamp,crank_q,truth_crank_q\n0.1,1.0,1.0\n0.2,2.0,2.0\n")
     b.write_text("stamp,crank_q,new_column,truth_crank_q\n0.1,1.0,7,5\n0.2,2.0,8,5\n")

@@ -5,9 +5,7 @@ tools/replay_fingerprint.py (true noises) do not start it."""
 from __future__ import annotations
 
 import dataclasses
-import gc
 import math
-import time
 
 import numpy as np
 import pytest

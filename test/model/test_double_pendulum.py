@@ -5,16 +5,14 @@ src/python/double_pendulum/model/plant.py, except the rotor coupling -gr Ir that
 armature cannot hold, and the smooth Coulomb friction's shape."""
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 
 import numpy as np
 import pinocchio as pin
 import pytest
 import yaml
 
-from conftest import CONFIG, ROOT
+from conftest import CONFIG, ROOT, load_tool
 from mbfg_ros.model.mechanism import load_mechanism
 
 PARAMETERS = ROOT / "test" / "fixtures" / "double_pendulum" / "model_parameters.yml"
@@ -29,12 +27,7 @@ RIGS = {  # config: (its URDF, the parameters it is built from)
 
 @pytest.fixture(scope="module")
 def generator():
-    spec = importlib.util.spec_from_file_location("make_double_pendulum_urdf",
-                                                  ROOT / "tools" / "make_double_pendulum_urdf.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module                    # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("make_double_pendulum_urdf")
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,12 @@ the rank, at the initial pose and along the motion), and the URDFs are what the 
 tools/ write."""
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import CONFIG, ROOT
+from conftest import CONFIG, ROOT, load_tool
 from mbfg_ros.model.assembly import assemble, rank
 from mbfg_ros.model.validation import load_rig
 
@@ -51,15 +50,8 @@ def test_bricard_is_one_dof_by_rank_and_zero_by_gruebler():
         assert rank(J) == 4 and s[-1] < 1e-12 * s[0] and s[3] > 0.3 * s[0], (angle, s)
 
 
-def _tool(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_urdfs_are_the_generators_output():
-    planar, bricard = _tool("make_planar_urdf"), _tool("make_bricard_urdf")
+    planar, bricard = load_tool("make_planar_urdf"), load_tool("make_bricard_urdf")
     urdf = ROOT / "urdf" / "iftomm"
     for n in (2, 4):
         assert (urdf / f"a02_n{n}.urdf").read_text() == planar.n_four_bar(n)
