@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import deque
 
 import numpy as np
 
@@ -140,9 +141,7 @@ class ModelUncertainty:
         self._next_check = math.inf        # quiet: the stamp at which the trigger is judged next
         self._above = 0                    # quiet: judgements in a row that found it above
         self._noise = {k: np.atleast_1d(np.asarray(v, float)) for k, v in (encoder_noise or {}).items()}
-        self._scanned = 0                  # readings of the buffer already in a motion chunk
-        self._chunks: list[tuple[float, dict[str, tuple[list, list]]]] = []   # (newest stamp, per encoder lows/highs)
-        self._moving_since: float | None = None   # stamp since which the last SETTLE s show motion
+        self._forget_motion()
         self.clock = time.monotonic            # background: the wall clock the share and deadlines use (s)
         self.cpu_clock = time.thread_time      # background: the clock a piece's cost is taken on (s)
         self._share = WorkShare(cfg.background_share)    # background: work()'s share of a core
@@ -189,7 +188,7 @@ class ModelUncertainty:
         self.t_first = None
         self._horizon = False
         self._above = 0
-        self._scanned, self._chunks, self._moving_since = 0, [], None
+        self._forget_motion()
 
     @property
     def active(self) -> bool:
@@ -245,50 +244,39 @@ class ModelUncertainty:
         """Scale 1 held without a search (the readings fitted their noise while the rig moved)."""
         self.state = "held"
         self.buffer.clear()
-        self._scanned, self._chunks, self._moving_since = 0, [], None
+        self._forget_motion()
+
+    def _forget_motion(self) -> None:
+        """No motion judged yet (a new run, or none to judge any more)."""
+        self._scanned = 0                  # readings of the buffer already in a motion chunk
+        self._chunks: deque[tuple[float, dict[str, tuple[np.ndarray, np.ndarray]]]] = deque()
+        self._moving_since: float | None = None   # stamp since which the last SETTLE s show motion
 
     def _moved(self, stamp: float) -> bool:
         """Whether some encoder's readings of the last SETTLE s (up to ``stamp``) span more than
         MOTION_SIGMAS of its noise; notes since when they have. The buffer's readings not seen
-        yet make one chunk (per encoder, its lowest and highest values), so each reading is
-        looked at once."""
+        yet make one chunk (per encoder, the lowest and highest value of each component), so
+        each reading is looked at once."""
         noise = self._noise
-        lo: dict[str, list] = {}
-        hi: dict[str, list] = {}
+        new: dict[str, list] = {}
         for sensor, _, value in self.buffer[self._scanned:]:
-            if sensor not in noise:
-                continue
-            v = value.tolist()
-            a = lo.get(sensor)
-            if a is None:
-                lo[sensor], hi[sensor] = list(v), list(v)
-                continue
-            b = hi[sensor]
-            for j, x in enumerate(v):
-                if x < a[j]:
-                    a[j] = x
-                elif x > b[j]:
-                    b[j] = x
+            if sensor in noise:
+                new.setdefault(sensor, []).append(value)
         self._scanned = len(self.buffer)
         chunks = self._chunks
-        if lo:
-            chunks.append((stamp, {k: (lo[k], hi[k]) for k in lo}))
-        keep = stamp - SETTLE
-        while chunks and chunks[0][0] < keep:
-            chunks.pop(0)
+        if new:
+            chunks.append((stamp, {k: (np.min(v, axis=0), np.max(v, axis=0)) for k, v in new.items()}))
+        while chunks and chunks[0][0] < stamp - SETTLE:
+            chunks.popleft()
         moving = False
         for sensor, sigma in noise.items():
             spans = [c[sensor] for _, c in chunks if sensor in c]
-            if not spans:
-                continue
-            for j in range(len(spans[0][0])):
-                low = min(s[0][j] for s in spans)
-                high = max(s[1][j] for s in spans)
-                if high - low > MOTION_SIGMAS * float(sigma[min(j, sigma.size - 1)]):
+            if spans:
+                low = np.min([lo for lo, _ in spans], axis=0)
+                high = np.max([hi for _, hi in spans], axis=0)
+                if (high - low > MOTION_SIGMAS * sigma).any():
                     moving = True
                     break
-            if moving:
-                break
         if not moving:
             self._moving_since = None
         elif self._moving_since is None:
