@@ -22,11 +22,8 @@ search keeps its gyro at 2.1-2.6 at 1 s on a simulated rig whose noises are righ
 then, whenever it first does later ("quiet": a rig started at rest fits its noise until it moves;
 the scale stays 1, the trigger is judged every :data:`QUIET_CHECK` s of stamps, and must hold for
 :data:`QUIET_PERSIST` s; the readings of the last SETTLE s are kept, from which the search then
-starts as it would from the run's start). A run that fits its noise while it moves (some
-encoder's readings of the last SETTLE s span more than :data:`MOTION_SIGMAS` of its noise) holds
-scale 1 instead: at SETTLE s when it moved from the start, else once it has moved for SETTLE s
-with the trigger not exceeded (so the search stays armed only while the rig is at rest; a rig
-without encoders, whose trigger nothing can exceed, holds scale 1 at SETTLE s), candidate
+starts as it would from the run's start; a rig without encoders, whose trigger nothing can
+exceed, holds scale 1 at SETTLE s instead), candidate
 estimators with fixed scales (a geometric grid from
 ``model_uncertainty.max`` down to ``min``, ratio :data:`GRID_RATIO`) replay the readings so far
 and then take every new one, alongside, until ``model_uncertainty.seconds`` s after the start;
@@ -59,7 +56,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
 
 import numpy as np
 
@@ -87,11 +83,6 @@ QUIET_PERSIST = 0.5
 """s: while quiet, the search starts once the trigger has been exceeded at every judgement for
 this long (a misfit that lasts: the model's error once the rig moves; the fast crank's encoder,
 fitted at its noise on average, passes 1.5 sigma for at most 0.25 s at a time at its top speed)."""
-
-MOTION_SIGMAS = 30.0
-"""sigmas of an encoder's noise: readings of the last SETTLE s that span more show a rig that moves
-(at rest the span of 1000 Gaussian readings is about 6.5 sigmas); one that fits its noise while
-it moves holds scale 1 (module docstring)."""
 
 CATCH_UP = 4
 """readings per candidate the candidates take at most in all per reading the estimator takes:
@@ -125,8 +116,8 @@ class ModelUncertainty:
 
     ``make_candidate(scale)`` builds an estimator of the same rig whose scale is fixed."""
 
-    def __init__(self, cfg: ModelUncertaintyConfig, make_candidate,
-                 encoder_noise: dict[str, np.ndarray] | None = None) -> None:
+    def __init__(self, cfg: ModelUncertaintyConfig, make_candidate, encoders: bool = True) -> None:
+        """``encoders``: whether the rig has an encoder (only encoders start a search)."""
         self.cfg = cfg
         self.make_candidate = make_candidate
         self.scale = 1.0
@@ -140,8 +131,7 @@ class ModelUncertainty:
         self._horizon = False              # background: the reading at ``seconds`` is queued, no more are
         self._next_check = math.inf        # quiet: the stamp at which the trigger is judged next
         self._above = 0                    # quiet: judgements in a row that found it above
-        self._noise = {k: np.atleast_1d(np.asarray(v, float)) for k, v in (encoder_noise or {}).items()}
-        self._forget_motion()
+        self._encoders = encoders
         self.clock = time.monotonic            # background: the wall clock the share and deadlines use (s)
         self.cpu_clock = time.thread_time      # background: the clock a piece's cost is taken on (s)
         self._share = WorkShare(cfg.background_share)    # background: work()'s share of a core
@@ -162,14 +152,16 @@ class ModelUncertainty:
         def candidate(scale: float):
             return type(est)(est.mech, est.cfg, freeze_gc=False, step_function=est.fn.fresh(),
                              model_scale=scale, **start)
-        noise = {r.name: r.sigma for r in est.fn.residuals if r.kind == "encoder"}
-        return cls(est.cfg.model_uncertainty, candidate, noise)
+        return cls(est.cfg.model_uncertainty, candidate, any(r.kind == "encoder" for r in est.fn.residuals))
 
     def feed(self, est, sensor: str, stamp: float, value) -> None:
         """A reading ``est`` is about to take: on to the search; the scale it chose so far into
-        ``est`` and its health (the divergence test judged against the levels seen meanwhile)."""
+        ``est`` and its health (the divergence test judged against the levels seen meanwhile).
+        Before a search has started the scale is 1, as ``est`` has it: nothing to apply (this
+        runs per reading while the search is armed)."""
         self.add(sensor, stamp, value, est.measuring)
-        self.apply(est)
+        if self.searched:
+            self.apply(est)
 
     def apply(self, est) -> None:
         """The scale chosen so far into ``est`` and its health."""
@@ -188,7 +180,6 @@ class ModelUncertainty:
         self.t_first = None
         self._horizon = False
         self._above = 0
-        self._forget_motion()
 
     @property
     def active(self) -> bool:
@@ -213,12 +204,8 @@ class ModelUncertainty:
                 while buf[i][1] < keep:
                     i += 1
                 del buf[:i]
-                self._scanned = max(0, self._scanned - i)
-            moving = self._moved(stamp)
             self._above = self._above + 1 if self._triggered(streams) else 0
             if self._above * QUIET_CHECK < QUIET_PERSIST:
-                if self._above == 0 and moving and stamp - self._moving_since >= SETTLE:
-                    self._hold()                  # it moved for SETTLE s and fitted its noise
                 return
             self.t_first = buf[0][1]              # the search starts from the buffered second
             self._start_search()
@@ -226,9 +213,9 @@ class ModelUncertainty:
             if stamp - self.t_first >= SETTLE:
                 if self._triggered(streams):
                     self._start_search()
-                elif not self._noise or self._moved(stamp):
-                    self._hold()                  # it moved and fitted its noise (or no encoder
-                                                  # could ever start a search): scale 1 held
+                elif not self._encoders:          # nothing can start a search: scale 1 held
+                    self.state = "held"
+                    self.buffer.clear()
                 else:                             # quiet: scale 1, the trigger judged on
                     self.state = "quiet"
                     self._next_check = stamp + QUIET_CHECK
@@ -239,49 +226,6 @@ class ModelUncertainty:
             return
         self._catch_up(CATCH_UP * len(self.candidates))
         self._settle(stamp - self.t_first >= self.cfg.seconds)
-
-    def _hold(self) -> None:
-        """Scale 1 held without a search (the readings fitted their noise while the rig moved)."""
-        self.state = "held"
-        self.buffer.clear()
-        self._forget_motion()
-
-    def _forget_motion(self) -> None:
-        """No motion judged yet (a new run, or none to judge any more)."""
-        self._scanned = 0                  # readings of the buffer already in a motion chunk
-        self._chunks: deque[tuple[float, dict[str, tuple[np.ndarray, np.ndarray]]]] = deque()
-        self._moving_since: float | None = None   # stamp since which the last SETTLE s show motion
-
-    def _moved(self, stamp: float) -> bool:
-        """Whether some encoder's readings of the last SETTLE s (up to ``stamp``) span more than
-        MOTION_SIGMAS of its noise; notes since when they have. The buffer's readings not seen
-        yet make one chunk (per encoder, the lowest and highest value of each component), so
-        each reading is looked at once."""
-        noise = self._noise
-        new: dict[str, list] = {}
-        for sensor, _, value in self.buffer[self._scanned:]:
-            if sensor in noise:
-                new.setdefault(sensor, []).append(value)
-        self._scanned = len(self.buffer)
-        chunks = self._chunks
-        if new:
-            chunks.append((stamp, {k: (np.min(v, axis=0), np.max(v, axis=0)) for k, v in new.items()}))
-        while chunks and chunks[0][0] < stamp - SETTLE:
-            chunks.popleft()
-        moving = False
-        for sensor, sigma in noise.items():
-            spans = [c[sensor] for _, c in chunks if sensor in c]
-            if spans:
-                low = np.min([lo for lo, _ in spans], axis=0)
-                high = np.max([hi for _, hi in spans], axis=0)
-                if (high - low > MOTION_SIGMAS * sigma).any():
-                    moving = True
-                    break
-        if not moving:
-            self._moving_since = None
-        elif self._moving_since is None:
-            self._moving_since = stamp
-        return moving
 
     def _triggered(self, streams) -> bool:
         """Whether some encoder's running innovation scale is above the trigger (or it is 0)."""

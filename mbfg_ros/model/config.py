@@ -175,10 +175,10 @@ class ModelUncertaintyConfig:
     seconds: s of each run (after a start or a restart; after the second before a later trigger)
     over which it is chosen; then held.
     trigger: sigmas; the search starts when an encoder's running innovation scale is above it 1 s
-    into the run (the noises are wrong), or later, whenever it first is before the rig has moved
-    for a second (a rig started at rest fits its noise until it moves; one that fits it while it
-    moves holds scale 1); 0: it always runs (``mbfg identify`` writes 0: the
-    configured noises were chosen for the model before identification).
+    into the run (the noises are wrong), or later, whenever it first is (a rig started at rest
+    fits its noise until it moves; a rig without encoders holds scale 1); 0: it always runs
+    (``mbfg identify`` writes 0: the configured noises were chosen for the model before
+    identification).
     background_share: of one core, the most the search may use on average in a live node (where it
     runs in the time spare between intake ticks); 1: all the spare time. Replays ignore it."""
     adapt: bool = True
