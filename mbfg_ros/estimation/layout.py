@@ -1,6 +1,6 @@
 """The stacked state of one keyframe: one GTSAM key holds all of it.
 
-    x = [q (n), v (n), a (n), lam (m), u (n_u), e (n_e), b (n_b), log s (0|1), log mu (0|1)]
+    x = [q (n), v (n), a (n), lam (m), u (n_u), e (n_e), b (n_b), log s (0|1), log mu (0|1), r (0|n_u)]
 
 q, v, a: joint positions, velocities, accelerations (rad or m, /s, /s^2); lam: closure
 multipliers; u: unknown input efforts (N m or N); e: the model-error generalised forces (N m or
@@ -11,7 +11,12 @@ scale (1 = the config's gravity); mu: mass scale of the estimated link (1 = the 
 inertia). The two scales are held as their logarithms, so that they stay positive whatever the
 solver does (a scale at or below 0 turns gravity or the link's inertia round and lets the
 estimate settle on a motion that explains a gyro equally well); :meth:`StateLayout.gravity_scale`
-and ``mass_scale`` give the scales themselves.
+and ``mass_scale`` give the scales themselves. r: the inputs' rates, by
+``estimator.input_model``: ``integrated``, du/dt (N m/s or N/s), which u integrates between
+keyframes; ``jerk``, the input joints' jerks (rad/s^3 or m/s^3, u's order), which their
+accelerations integrate (u is then free: the equations of motion give it); none with
+``random_walk``. Either predicts a changing effort from the trend the window saw, where a random
+walk holds it and follows late.
 """
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ class StateLayout:
     has_mass: bool
     bias_slices: tuple[slice | None, ...]      # per sensor (Mechanism.sensors): its bias columns in b, or None
     n_e: int = 0                               # model-error forces (model_error_joints, or none)
+    n_r: int = 0                               # the inputs' rates (input_model integrated or jerk: n_u), or none
 
     @staticmethod
     def for_mechanism(mech: Mechanism, cfg: EstimatorConfig) -> "StateLayout":
@@ -55,7 +61,8 @@ class StateLayout:
                 slices.append(None)
         return StateLayout(mech.n, mech.m, mech.n_u, nb, cfg.estimate_gravity,
                            bool(cfg.estimate_mass_link), tuple(slices),
-                           len(model_error_joints(mech)) if cfg.model_error.enabled else 0)
+                           len(model_error_joints(mech)) if cfg.model_error.enabled else 0,
+                           0 if cfg.input_model == "random_walk" else mech.n_u)
 
     # column slices of x
     @property
@@ -104,14 +111,20 @@ class StateLayout:
         return slice(s, s + int(self.has_mass))
 
     @property
+    def R(self) -> slice:
+        """The inputs' rates (the last columns; see the module docstring)."""
+        s = self.dim - self.n_r
+        return slice(s, s + self.n_r)
+
+    @property
     def slow(self) -> slice:
-        """Columns with a random-walk process: u, e, b, log s, log mu (contiguous)."""
+        """Columns with a random-walk process: u, e, b, log s, log mu, r (contiguous)."""
         return slice(3 * self.n + self.m, self.dim)
 
     @property
     def dim(self) -> int:
         return (3 * self.n + self.m + self.n_u + self.n_e + self.n_b + int(self.has_gravity)
-                + int(self.has_mass))
+                + int(self.has_mass) + self.n_r)
 
     def prior_sigmas(self, mech: Mechanism, cfg: EstimatorConfig) -> np.ndarray:
         """Standard deviations of the prior on a run's first keyframe, per state entry (the
@@ -129,6 +142,7 @@ class StateLayout:
                 sig[self.B.start + sl.start:self.B.start + sl.stop] = max(sensor.bias_sigma, 1e-6)
         sig[self.S] = nz.prior_gravity
         sig[self.MU] = nz.prior_mass
+        sig[self.R] = nz.prior_jerk if cfg.input_model == "jerk" else nz.prior_input_rate
         return sig
 
     def gravity_scale(self, x: np.ndarray) -> float:

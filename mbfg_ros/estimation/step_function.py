@@ -10,7 +10,8 @@ Rows, in order:
    raised to the truncation error at ``mechanism.top_speed``, :mod:`mbfg_ros.model.speed`; the
    online estimator raises it to the motion it sees, :mod:`.integration_noise`);
 2. the random walk of the slow states (unknown inputs, model-error forces, sensor biases, log
-   gravity / mass scale);
+   gravity / mass scale, the inputs' rates), and with rates (``estimator.input_model``
+   ``integrated`` or ``jerk``) their integration over the step (:meth:`StepFunction._rate_rows`);
 3. at x1: the loop closures at position, velocity and acceleration level and the equations of
    motion ``M a + h + F(v) - tau - B u - B_e e - Phi_q^T lam = 0`` (with the gravity / mass
    scale; e: the model-error forces, B_e the identity's columns of the coordinates they act
@@ -175,7 +176,7 @@ class StepLayout:
             P += 1
         self.integration_rows = (2 * n) if model_rows else 0
         slow = lay.dim - lay.slow.start
-        self.walk_rows = slow if model_rows else 0
+        self.walk_rows = (slow + lay.n_r) if model_rows else 0     # + the rates' integration rows
         self.acc = cfg.acceleration_constraints and m > 0
         self.closure_rows = ((3 if self.acc else 2) * m) if model_rows else 0
         self.dynamics_rows = n if model_rows else 0
@@ -340,6 +341,8 @@ class StepFunction:
             sig, scaled = self._random_walk_sigmas()
             sig = ca.DM(sig * math.sqrt(h)) * (1.0 + ca.DM(scaled) * (scale - 1.0))
             out.append((x1[lay.slow.start:] - x0[lay.slow.start:]) / sig)
+            if lay.n_r:
+                out.append(self._rate_rows(x0, x1, a0, a1) / scale)
         z = parts(lay, q1, v1, x1[2 * n:])
         if m:
             phi, phid, phidd = self.sym.closure_levels(z.q, z.v, z.a)
@@ -354,12 +357,24 @@ class StepFunction:
             out.append(z.lam / nz.multiplier)
         return ca.vertcat(*out)
 
+    def _rate_rows(self, x0, x1, a0, a1):
+        """The integration of the inputs' rates over the step (trapezoidal), whitened: u by its
+        rate (``integrated``), or the input joints' accelerations by their jerks (``jerk``). Of an
+        integrated random walk of intensity w (per sqrt(s)) this residual is the integral of a
+        Brownian bridge: variance w^2 h^3 / 12, independent of the rates' own step."""
+        lay, h, nz = self.lay, self.h, self.cfg.noise
+        mean = 0.5 * h * (x0[lay.R] + x1[lay.R])
+        if self.cfg.input_model == "jerk":
+            return (ca.mtimes(ca.DM(self.mech.B.T), a1 - a0) - mean) / (nz.jerk_walk * math.sqrt(h ** 3 / 12.0))
+        return (x1[lay.U] - x0[lay.U] - mean) / (nz.input_rate_walk * math.sqrt(h ** 3 / 12.0))
+
     def _random_walk_sigmas(self) -> tuple[np.ndarray, np.ndarray]:
         """The slow states' random walks (per sqrt(s)), and which of them are the model's
-        uncertainty (the unknown inputs' and the model-error forces': scaled by the step's
-        ``model_scale``)."""
+        uncertainty (the unknown inputs', their rates' and the model-error forces': scaled by the
+        step's ``model_scale``). With rates, the inputs' own walk is off (inf: zero rows): the
+        rates' rows (:meth:`_rate_rows`) carry them."""
         nz, lay = self.cfg.noise, self.lay
-        out = [nz.input_random_walk] * lay.n_u
+        out = [math.inf if lay.n_r else nz.input_random_walk] * lay.n_u
         out += [self.cfg.model_error.random_walk] * lay.n_e
         scaled = np.zeros(lay.dim - lay.slow.start)
         scaled[:len(out)] = 1.0
@@ -370,6 +385,9 @@ class StepFunction:
             out.append(nz.gravity_random_walk)
         if lay.has_mass:
             out.append(nz.mass_random_walk)
+        if lay.n_r:
+            out += [nz.jerk_walk if self.cfg.input_model == "jerk" else nz.input_rate_walk] * lay.n_r
+            scaled[-lay.n_r:] = 1.0
         return np.asarray(out, float), scaled
 
     def _compile(self, name: str, L: StepLayout, model_rows: bool) -> CompiledRows:

@@ -12,7 +12,7 @@ child link, or by a frame declared in ``frames:``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, make_dataclass
+from dataclasses import dataclass, field, make_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,13 @@ ACTUATION_KINDS = ("passive", "known", "unknown")
 LOAD_CELL_KINDS = MEASURES
 ROBUST_LOSSES = ("none", "huber", "cauchy")
 INTEGRATORS = ("hermite", "trapezoidal", "euler")
+INPUT_MODELS = ("random_walk", "integrated", "jerk")
+"""``estimator.input_model``: how an unknown input is predicted from one keyframe to the next
+(:mod:`mbfg_ros.estimation.layout`, the rate columns): ``random_walk`` holds the effort
+(``noise.input_random_walk``); ``integrated`` extrapolates it with its rate, which walks
+(``noise.input_rate_walk``); ``jerk`` leaves the effort free and extrapolates the input joint's
+acceleration with its jerk, which walks (``noise.jerk_walk``): the effort is then what the
+equations of motion need for that motion."""
 
 
 @dataclass(frozen=True)
@@ -120,9 +127,14 @@ class NoiseConfig:
     dynamics: model error of the equations of motion, per coordinate (N m or N).
     integration_position / integration_velocity: per keyframe step (rad or m, rad/s or m/s).
     closure_*: loop-closure residuals at position (m or rad), velocity, acceleration level.
-    input_random_walk: unknown inputs' random walk (N m per sqrt(s)).
+    input_random_walk: unknown inputs' random walk (N m per sqrt(s)); ``input_model: random_walk``.
+    input_rate_walk: the unknown inputs' rates' random walk (N m/s per sqrt(s));
+    ``input_model: integrated``. In a config, ``auto`` (the default) derives it from the rig:
+    :func:`auto_input_rate_walk`.
+    jerk_walk: the input joints' jerks' random walk (rad/s^3 or m/s^3 per sqrt(s));
+    ``input_model: jerk``.
     gravity_random_walk / mass_random_walk: slow parameters' random walk (per sqrt(s)).
-    prior_*: the initial state's prior (loose).
+    prior_*: the initial state's prior (loose; ``prior_input_rate`` N m/s, ``prior_jerk`` rad/s^3).
     multiplier: every closure multiplier's sigma (N or N m) on a rig whose closure rows are
     redundant at every pose (Bricard's mechanism): there the rows leave a self-stress free, which
     this weak prior holds at the least norm; unused on other rigs.
@@ -134,15 +146,33 @@ class NoiseConfig:
     closure_velocity: float = 1e-5
     closure_acceleration: float = 1e-3
     input_random_walk: float = 10.0
+    input_rate_walk: float = 20.0
+    jerk_walk: float = 10.0
     gravity_random_walk: float = 0.05
     mass_random_walk: float = 0.05
     prior_position: float = 0.5
     prior_velocity: float = 2.0
     prior_acceleration: float = 50.0
     prior_input: float = 100.0
+    prior_input_rate: float = 1000.0
+    prior_jerk: float = 1000.0
     prior_gravity: float = 1.0
     prior_mass: float = 0.5
     multiplier: float = 1e4
+
+
+RATE_WALK_FREQUENCY = 2.0
+"""rad/s: the motion's frequency that ``noise.input_rate_walk: auto`` assumes on a rig without a
+``mechanism.top_speed``."""
+
+
+def auto_input_rate_walk(input_random_walk: float, top_speed: float) -> float:
+    """``noise.input_rate_walk: auto`` (N m/s per sqrt(s)): the input random walk times the motion's
+    frequency (the rig's ``top_speed`` in rad/s, else :data:`RATE_WALK_FREQUENCY`): an input that
+    varies at that frequency by about the random walk's size over a second. Measured (docs/forces.md):
+    the rod pendulum (a 0.5 Hz sine, 5 -> 10) and the double pendulum's real runs take 10-20, the
+    fast crank (80 rad/s) 800-1000."""
+    return input_random_walk * (top_speed if top_speed > 0 else RATE_WALK_FREQUENCY)
 
 
 @dataclass(frozen=True)
@@ -205,6 +235,7 @@ class EstimatorConfig:
     keyframes_per_update: int = 0
     native_code: str = "auto"
     integrator: str = "trapezoidal"
+    input_model: str = "random_walk"
     sensor_wait: float = 0.01
     initial_pose: str = "sensors"
     gauss_newton_iterations: int = 0
@@ -335,8 +366,11 @@ def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
     e = root.node("estimator", {})
     nz = e.node("noise", {})
     defaults = NoiseConfig()
+    rate_auto = nz.raw("input_rate_walk", "auto") == "auto"
     noise = NoiseConfig(**{k: noise_field(nz, k, getattr(defaults, k))
-                           for k in NoiseConfig.__dataclass_fields__})
+                           for k in NoiseConfig.__dataclass_fields__ if not (rate_auto and k == "input_rate_walk")})
+    if rate_auto:
+        noise = replace(noise, input_rate_walk=auto_input_rate_walk(noise.input_random_walk, top_speed))
     nz.finish()
     rl = e.node("robust_loss", {})
     robust = RobustLossConfig(type=rl.str("type", "huber", choices=ROBUST_LOSSES),
@@ -386,6 +420,7 @@ def _estimator(root: YamlNode, top_speed: float = 0.0) -> EstimatorConfig:
         keyframes_per_update=per_update,
         native_code=e.str("native_code", d.native_code, choices=("auto", "off")),
         integrator=e.str("integrator", d.integrator, choices=INTEGRATORS),
+        input_model=e.str("input_model", d.input_model, choices=INPUT_MODELS),
         sensor_wait=e.float("sensor_wait", d.sensor_wait, nonnegative=True),
         initial_pose=e.str("initial_pose", d.initial_pose, choices=("sensors", "config")),
         gauss_newton_iterations=iters, gauss_newton_adaptive=adaptive, relinearize_budget=relin, relinearize_horizon=horizon,

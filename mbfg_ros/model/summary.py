@@ -135,7 +135,12 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
                       "estimate_gravity": est.estimate_gravity,
                       "estimate_mass_link": est.estimate_mass_link or None,
                       "model_error_random_walk": est.model_error.random_walk,
-                      "keyframe_rate_auto": est.keyframe_rate_auto},
+                      "keyframe_rate_auto": est.keyframe_rate_auto,
+                      "input_model": est.input_model if mech.n_u else None,
+                      "input_walk": (None if not mech.n_u else
+                                     {"random_walk": est.noise.input_random_walk,
+                                      "integrated": est.noise.input_rate_walk,
+                                      "jerk": est.noise.jerk_walk}[est.input_model])},
         "model_error_warning": _model_error_warning(mech, est, obs),
         "speed": speed,
     }
@@ -204,6 +209,10 @@ def format_summary(f: dict[str, Any]) -> str:
         extra.append("estimates gravity")
     if e["estimate_mass_link"]:
         extra.append(f"estimates the mass of {e['estimate_mass_link']}")
+    if e.get("input_model"):
+        unit = {"random_walk": "N m per sqrt(s)", "integrated": "N m/s per sqrt(s)",
+                "jerk": "rad/s^3 per sqrt(s)"}[e["input_model"]]
+        extra.append(f"inputs: {e['input_model']} ({e['input_walk']:g} {unit})")
     if e.get("model_error_random_walk"):
         extra.append(f"model-error forces (random walk {e['model_error_random_walk']:g} per sqrt(s))")
     lines.append(f"Estimator: keyframes {e['keyframe_rate']:g} Hz, lag {e['lag']:g} s "

@@ -215,6 +215,45 @@ def test_unknown_input_effort_is_estimated():
     np.testing.assert_allclose([e.effort[0] for e in out], u)
 
 
+def _pendulum_effort(input_model: str) -> tuple[float, float]:
+    """The rod pendulum under a 2 N m, 0.5 Hz sine torque (6 s, a 1 mrad encoder): the filtered
+    effort's RMSE after 1 s (N m), and the shift of the estimate (ms, + late) that minimises it."""
+    import dataclasses
+
+    from mbfg_ros.model.mechanism import Mechanism
+    from mbfg_ros.sim.forward import simulate
+    from mbfg_ros.sim.scenario import Scenario
+    base = config_mechanism("pendulum")
+    traj = simulate(base, Scenario(duration=6.0, input_profile="sine", input_amplitude=2.0,
+                                   input_frequency=0.5, input_start=0.0, initial_dof_offset=0.05))
+    samples = synthesize(traj, SensorOptions(seed=3), config_mechanism=base)
+    mech = Mechanism(dataclasses.replace(base.config, estimator=dataclasses.replace(
+        base.config.estimator, input_model=input_model)))
+    est = Estimator(mech, freeze_gc=False)
+    out = []
+    for s in samples:
+        est.add_sample(s.sensor, s.stamp, s.value)
+        out.extend(est.pop_estimates())
+    t = np.array([e.stamp for e in out])
+    u = np.array([e.u[0] for e in out])
+    sel = t > 1.0
+    shifts = np.arange(-40, 41)
+    rmse = [float(np.sqrt(np.mean((u[sel] - np.interp(t[sel] - 1e-3 * k, traj.t, traj.u[:, 0])) ** 2)))
+            for k in shifts]
+    return rmse[40], float(shifts[int(np.argmin(rmse))])
+
+
+def test_an_integrated_input_follows_a_smooth_torque_without_the_random_walks_lag():
+    """``input_model: integrated`` (the input's rate walks; ``noise.input_rate_walk: auto``, 10 N m/s
+    per sqrt(s) here) against the random walk on a smooth torque: measured 0.13 N m RMSE, best
+    shift 4 ms, against 0.39 N m and 33 ms late."""
+    walk, walk_lag = _pendulum_effort("random_walk")
+    integrated, lag = _pendulum_effort("integrated")
+    assert walk_lag >= 20.0
+    assert abs(lag) <= 10.0
+    assert integrated < 0.5 * walk
+
+
 def test_lagged_estimates_and_covariance(four_bar):
     run = run_estimator("four_bar", 3.0, lagged=True, covariance=True)
     lagged = run.estimator.pop_lagged()

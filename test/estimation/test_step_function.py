@@ -52,6 +52,8 @@ def _state(mech: Mechanism, lay: StateLayout, rng) -> np.ndarray:
                  rng.standard_normal(mech.n), rng.standard_normal(mech.m),
                  rng.standard_normal(lay.n_u), 0.01 * rng.standard_normal(lay.n_b), 1.1, 0.9,
                  e=10.0 * rng.standard_normal(lay.n_e))
+    if lay.n_r:
+        x[lay.R] = 10.0 * rng.standard_normal(lay.n_r)
     return x
 
 
@@ -141,6 +143,8 @@ def test_rows_equal_the_numeric_model(rig):
     ("five_bar_gyro", {"model_error": ModelErrorConfig(3.0, 1.0), "estimate_gravity": True}),
     ("arm6", {"model_error": ModelErrorConfig(10.0)}),
     ("four_bar_imu", {}), ("four_bar_imu_bias", {"estimate_gravity": True}),
+    ("arm6", {"input_model": "integrated"}), ("arm6", {"input_model": "jerk"}),
+    ("fast_crank", {"input_model": "jerk", "model_error": ModelErrorConfig(10.0)}),
 ])
 def test_jacobians_equal_finite_differences(rig, estimator):
     mech = _variant(rig, **estimator)
@@ -234,6 +238,30 @@ def test_random_walk_rows_of_the_slow_states():
                     if sl is not None for _ in range(sl.stop - sl.start)])
     assert rows.stop - rows.start == sig.size > 0
     np.testing.assert_allclose(r[rows], (x1[lay.B] - x0[lay.B]) / (sig * math.sqrt(h)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("model", ["integrated", "jerk"])
+def test_the_inputs_rates_rows(model):
+    """With rates, the inputs' own walk rows are zero, the rates walk, and over the step u (or the
+    input joints' accelerations) integrates them: residual / (w sqrt(h^3 / 12)), w the walk."""
+    mech = _variant("fast_crank", input_model=model)
+    cfg = mech.config.estimator
+    lay = StateLayout.for_mechanism(mech, cfg)
+    assert lay.n_r == lay.n_u == 1 and lay.R.stop == lay.dim
+    h = 1.0 / cfg.keyframe_rate
+    fn = StepFunction(mech, cfg, lay, h)
+    rng = np.random.default_rng(4)
+    x0, x1 = _state(mech, lay, rng), _state(mech, lay, rng)
+    r, _, _ = fn.step(x0, x1, fn.layout.empty_parameters())
+    walk = 2 * mech.n                                   # the first walk row: u's
+    w = cfg.noise.jerk_walk if model == "jerk" else cfg.noise.input_rate_walk
+    assert r[walk] == 0.0
+    np.testing.assert_allclose(r[walk + lay.R.start - lay.slow.start], (x1[lay.R] - x0[lay.R]) / (w * math.sqrt(h)),
+                               rtol=1e-12)
+    moved = (mech.B.T @ (x1[lay.A] - x0[lay.A])) if model == "jerk" else x1[lay.U] - x0[lay.U]
+    expect = (moved - 0.5 * h * (x0[lay.R] + x1[lay.R])) / (w * math.sqrt(h ** 3 / 12.0))
+    np.testing.assert_allclose(r[fn.layout.head - lay.n_r:fn.layout.head], expect, rtol=1e-10)
+    assert lay.prior_sigmas(mech, cfg)[lay.R][0] == (cfg.noise.prior_jerk if model == "jerk" else cfg.noise.prior_input_rate)
 
 
 @pytest.mark.parametrize("rig,joints", [("four_bar", [0, 1, 2]), ("five_bar", [0, 2])])

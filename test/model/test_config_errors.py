@@ -142,6 +142,26 @@ def test_model_error_is_read():
     assert not parse_rig_config(FOUR_BAR, source=CONFIG / "four_bar.yaml").estimator.model_error.enabled
 
 
+def test_the_input_model_is_read_and_checked(tmp_path, capsys):
+    from mbfg_ros.model.config import parse_rig_config
+    doc = yaml.safe_load((CONFIG / "four_bar.yaml").read_text())
+    doc["estimator"]["input_model"] = "jerk"
+    doc["estimator"]["noise"].update(jerk_walk=5.0, input_rate_walk=50.0)
+    cfg = parse_rig_config(doc, source=CONFIG / "four_bar.yaml").estimator
+    assert (cfg.input_model, cfg.noise.jerk_walk, cfg.noise.input_rate_walk) == ("jerk", 5.0, 50.0)
+    assert parse_rig_config(FOUR_BAR, source=CONFIG / "four_bar.yaml").estimator.input_model == "random_walk"
+    # input_rate_walk auto (the default): the input walk times the top speed, or times 2 rad/s
+    doc["estimator"]["noise"].pop("input_rate_walk")
+    doc["estimator"]["noise"]["input_random_walk"] = 4.0
+    assert parse_rig_config(doc, source=CONFIG / "four_bar.yaml").estimator.noise.input_rate_walk == 8.0
+    doc["mechanism"]["top_speed"] = 50.0
+    assert parse_rig_config(doc, source=CONFIG / "four_bar.yaml").estimator.noise.input_rate_walk == 200.0
+    p = write_config(tmp_path, lambda d: d["estimator"].update(input_model="jerky"))
+    check_fails(capsys, p, "estimator.input_model", "jerky", "random_walk, integrated, jerk")
+    p = write_config(tmp_path, lambda d: d["estimator"]["noise"].update(jerk_walk=0.0))
+    check_fails(capsys, p, "estimator.noise.jerk_walk", "greater than zero")
+
+
 def test_malformed_yaml(tmp_path, capsys):
     p = tmp_path / "bad.yaml"
     p.write_text("mechanism:\n  urdf: x.urdf\n  gravity: [0, -9.81\n")
