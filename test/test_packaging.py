@@ -28,8 +28,9 @@ ROSDEP_KEYS = {
     "pytest": "python3-pytest",        # mbfg_ros.testing: the HIL fixtures for rig owners' tests
 }
 # GTSAM's Python bindings, CasADi and the mcap library (with its chunk compressions): pip
-# (README, package.xml description)
-NO_ROSDEP_KEY = {"gtsam", "casadi", "mcap", "lz4", "zstandard"}
+# (README, package.xml description); MuJoCo: pip, imported only by the independent-engine
+# recordings of the tests and tools (sim/mujoco_rigs.py), never by the estimator or the node
+NO_ROSDEP_KEY = {"gtsam", "casadi", "mcap", "lz4", "zstandard", "mujoco"}
 
 
 def _package():
