@@ -144,6 +144,11 @@ def run(args: argparse.Namespace) -> int:
         res = replay_bag(args.bag, mech, options)
     t0 = time.perf_counter()
     comparison = compare(mech, res.estimates, res.truth, args.skip) if res.truth is not None else None
+    if comparison is not None:
+        from mbfg_ros.replay.baseline_accuracy import baseline_accuracy
+        baselines = baseline_accuracy(mech, res.samples, res.estimates, res.truth, comparison)
+        if baselines is not None:
+            extra["baselines"] = baselines.as_dict()
     residuals = sensor_residuals(mech, res.layout, res.estimates, res.samples)
     if args.plots:
         from mbfg_ros.replay.plots import write_plots

@@ -353,6 +353,9 @@ def format_summary(f: dict, res: ReplayResult, comparison: Comparison | None = N
             lines.append("  angles compared unwrapped; whole-turn slips: " + ", ".join(
                 f"{j} {n}" + (" (SLIPPED)" if n else "") for j, n in f["turn_slips"].items())
                 + "; effort: actuator effort without friction vs the truth's joint_states effort")
+        if f.get("baselines"):
+            from mbfg_ros.replay.baseline_accuracy import summary_lines
+            lines += summary_lines(f, mech, bool(f.get("lagged")) or f.get("mode") == "smooth")
         if f.get("consistency"):
             lines.append("  published DOF sigmas against the errors (error / sigma RMS: 1 when honest, above 1 they "
                          "claim too much; in brackets the share within 2 sigma, 95.4 % for Gaussian errors):")
