@@ -144,9 +144,11 @@ class Estimator:
 
     @property
     def qr(self) -> bool:
-        """Whether ISAM2 eliminates by QR: with closure rows (smoother.py), else once GTSAM's
-        Cholesky judged a solve indeterminate (``health.qr_fallback``, restarts.py)."""
-        return self.mech.m > 0 or bool(self.health.qr_fallback)
+        """Whether ISAM2 eliminates by QR: with closure rows (smoother.py) or the jerk input model
+        (its rows, ~1e5 on the Panda's precise encoders, next to loose priors made Cholesky
+        judge the first step indeterminate), else once GTSAM's Cholesky judged a solve
+        indeterminate (``health.qr_fallback``, restarts.py)."""
+        return self.mech.m > 0 or self.cfg.input_model == "jerk" or bool(self.health.qr_fallback)
 
     def start_fresh(self, x_start: np.ndarray | None, prior_sigma: np.ndarray | None = None) -> None:
         """(Re)start; the next sample opens keyframe 0 at its stamp (keys stay unique). Readings

@@ -64,6 +64,12 @@ from mbfg_ros.model.speed import integration_sigmas
 from mbfg_ros.model.symbolic import SymbolicMechanism
 
 
+INPUT_WALK_WITH_RATES = 100.0
+"""With the inputs' rates (``input_model`` integrated or jerk), the inputs' own random walk is
+this many times looser: the rates' rows carry them, the walk only keeps a free input's column
+determinate (an exactly free one made the Panda's first step indeterminate)."""
+
+
 class LinearizationError(RuntimeError):
     """A step produced a non-finite residual or Jacobian."""
 
@@ -371,10 +377,10 @@ class StepFunction:
     def _random_walk_sigmas(self) -> tuple[np.ndarray, np.ndarray]:
         """The slow states' random walks (per sqrt(s)), and which of them are the model's
         uncertainty (the unknown inputs', their rates' and the model-error forces': scaled by the
-        step's ``model_scale``). With rates, the inputs' own walk is off (inf: zero rows): the
-        rates' rows (:meth:`_rate_rows`) carry them."""
+        step's ``model_scale``). With rates, the inputs' own walk is :data:`INPUT_WALK_WITH_RATES`
+        times looser: the rates' rows (:meth:`_rate_rows`) carry them."""
         nz, lay = self.cfg.noise, self.lay
-        out = [math.inf if lay.n_r else nz.input_random_walk] * lay.n_u
+        out = [INPUT_WALK_WITH_RATES * nz.input_random_walk if lay.n_r else nz.input_random_walk] * lay.n_u
         out += [self.cfg.model_error.random_walk] * lay.n_e
         scaled = np.zeros(lay.dim - lay.slow.start)
         scaled[:len(out)] = 1.0
