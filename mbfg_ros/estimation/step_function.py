@@ -66,8 +66,8 @@ from mbfg_ros.model.symbolic import SymbolicMechanism
 
 INPUT_WALK_WITH_RATES = 100.0
 """With the inputs' rates (``input_model`` integrated or jerk), the inputs' own random walk is
-this many times looser: the rates' rows carry them, the walk only keeps a free input's column
-determinate (an exactly free one made the Panda's first step indeterminate)."""
+this many times looser: the rates' rows carry them; the loose walk only ties an input across
+keyframes (with ``jerk`` nothing else does: the equations of motion give it per keyframe)."""
 
 
 class LinearizationError(RuntimeError):
