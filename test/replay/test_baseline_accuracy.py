@@ -16,7 +16,7 @@ from mbfg_ros.replay.baseline_accuracy import lag_and_rmse, rule_window
 from mbfg_ros.replay.truth import Series
 
 
-def _sine(rate: float = 1000.0, noise: float = 1e-4, f: float = 0.5, seconds: float = 8.0):
+def _sine(rate: float = 1000.0, noise: float = 1e-4, f: float = 0.5, seconds: float = 5.0):
     rng = np.random.default_rng(5)
     t = np.arange(0.0, seconds, 1.0 / rate)
     w = 2 * np.pi * f
