@@ -16,12 +16,19 @@ The window (one per rig):
   from a 0.1 s zero-phase pilot fit (shorter on a rig with a ``top_speed``); the median over
   the joints;
 - **swept against the truth** (odd windows 11-201 samples at 1 kHz, scaled with the rate): the
-  best for the efforts' mean relative RMSE, reported beside it (a baseline at its best, chosen
-  with a truth the estimator never sees).
+  best for the DOF accelerations' mean relative RMSE, reported beside it (a baseline at its
+  best, chosen with a truth the estimator never sees).
+
+A closed loop (every DOF encoded) takes the dependent joints from the loop equations at each
+keyframe (position by Newton from the previous keyframe, velocity and acceleration from the
+closures' rows), and the input efforts and the closure multipliers from the least squares of
+``M a + h + F(v) = S tau + Phi_q^T lam`` (S: the actuated joints' columns), the same model the
+estimator's equations of motion use; the closures' reactions then follow as the estimator's do
+(in frame_b). The sweep picks the window by the DOF accelerations' mean relative RMSE.
 
 ``lag``: the shift of a series against the truth (ms, positive = late) that minimises its RMSE,
-within +-``MAX_SHIFT`` s. Open chains with every joint's position encoded; other rigs get None.
-Units: s, rad (or m), N m (or N).
+within +-``MAX_SHIFT`` s. Rigs where a joint (open chain) or a DOF (closed loop) has no encoder
+get None. Units: s, rad (or m), N m (or N).
 """
 from __future__ import annotations
 
@@ -30,6 +37,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mbfg_ros.benchmark.effort_scoring import BASELINE_ORDER, inverse_dynamics_effort, savgol_derivatives
+from mbfg_ros.errors import AssemblyError
+from mbfg_ros.model.assembly import assemble, solve_least_squares, solve_velocity
 from mbfg_ros.model.mechanism import Mechanism
 from mbfg_ros.replay.estimate_log import EstimateSeries
 from mbfg_ros.replay.metrics import Comparison
@@ -41,21 +50,27 @@ MAX_SHIFT = 0.03
 PILOT_SPAN = 0.1
 """s: the pilot zero-phase fit that estimates the motion's jerk and snap for the rule."""
 SWEEP_MS = (11, 21, 31, 41, 61, 81, 101, 141, 201)
-"""windows the sweep tries, in samples at 1 kHz (scaled to the encoders' rate, kept odd)."""
+"""windows the sweep tries, in samples at 1 kHz (scaled to the encoders' rate, kept odd), judged
+by the DOF accelerations (the efforts are computed for the best one only)."""
 
 
 @dataclass
 class MethodScore:
-    """Per joint (config order): RMSE of the acceleration and the effort, and their lags (ms)."""
+    """Per joint (config order): RMSE of the acceleration and the effort, and their lags (ms);
+    per closure: the RMSE of its reaction force's components in frame_b (N), the largest."""
     acceleration: np.ndarray
     effort: np.ndarray
     acceleration_lag: np.ndarray
     effort_lag: np.ndarray
+    closure_force: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self, names: list[str]) -> dict:
-        return {name: {"acceleration": _num(self.acceleration[j]), "effort": _num(self.effort[j]),
-                       "acceleration_lag_ms": _num(self.acceleration_lag[j]),
-                       "effort_lag_ms": _num(self.effort_lag[j])} for j, name in enumerate(names)}
+        out = {name: {"acceleration": _num(self.acceleration[j]), "effort": _num(self.effort[j]),
+                      "acceleration_lag_ms": _num(self.acceleration_lag[j]),
+                      "effort_lag_ms": _num(self.effort_lag[j])} for j, name in enumerate(names)}
+        if self.closure_force:
+            out["closures"] = {k: _num(v) for k, v in self.closure_force.items()}
+        return out
 
 
 @dataclass
@@ -76,24 +91,68 @@ def _num(x) -> float | None:
     return float(x) if x is not None and np.isfinite(x) else None
 
 
-def encoder_motion(mech: Mechanism, samples: SampleLog) -> tuple[np.ndarray, np.ndarray] | None:
-    """(t (N,), q (N, n)): every joint's encoder readings (less the encoder's offset) on the first
-    joint's encoder stamps, or None when a joint has no encoder or a closure exists."""
-    if mech.m:
-        return None
+def encoder_motion(mech: Mechanism, samples: SampleLog) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(t (N,), q (N, k), coordinates (k,)): the encoder readings (less the encoder's offset) of
+    every joint of an open chain, or of every DOF of a closed loop, on the first one's stamps;
+    None when one of them has no encoder."""
+    coords = np.asarray(mech.dof if mech.m else np.arange(mech.n), int)
     encs = {e.joint: e for e in mech.config.sensors.encoders}
-    if any(name not in encs for name in mech.joint_names):
+    names = [mech.joint_names[i] for i in coords]
+    if any(name not in encs for name in names):
         return None
-    t0, _ = samples.arrays(encs[mech.joint_names[0]].name)
+    t0, _ = samples.arrays(encs[names[0]].name)
     if t0.size < 50:
         return None
-    q = np.zeros((t0.size, mech.n))
-    for j, name in enumerate(mech.joint_names):
+    q = np.zeros((t0.size, coords.size))
+    for j, name in enumerate(names):
         t, y = samples.arrays(encs[name].name)
         if t.size < 2:
             return None
         q[:, j] = np.interp(t0, t, y[:, 0] - encs[name].offset)
-    return t0, q
+    return t0, q, coords
+
+
+def closed_loop_motion(mech: Mechanism, q_dof: np.ndarray, v_dof: np.ndarray, a_dof: np.ndarray,
+                       hint: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(K, n) q, v, a of every joint from the DOF's, through the loop equations (NaN where the
+    DOF's are NaN or the loop does not assemble); ``hint``: the assembly's start (the branch)."""
+    data = mech.create_data()
+    K = q_dof.shape[0]
+    Q, V, A = (np.full((K, mech.n), np.nan) for _ in range(3))
+    prev = np.array(hint, float)
+    dep = mech.dependent
+    for i in range(K):
+        if not (np.all(np.isfinite(q_dof[i])) and np.all(np.isfinite(v_dof[i])) and np.all(np.isfinite(a_dof[i]))):
+            continue
+        try:
+            q = assemble(mech, data, q_dof[i], hint=prev).q
+        except AssemblyError:
+            continue
+        v = solve_velocity(mech, data, q, v_dof[i])
+        a = np.zeros(mech.n)
+        a[mech.dof] = a_dof[i]
+        ce = mech.closures(data, q, v, a)                  # phidd at the dependent accelerations 0
+        a[dep] = solve_least_squares(ce.phi_q[:, dep], -ce.phidd)
+        Q[i], V[i], A[i], prev = q, v, a, q
+    return Q, V, A
+
+
+def closed_loop_efforts(mech: Mechanism, Q: np.ndarray, V: np.ndarray, A: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """(K, n) the actuated joints' efforts (zero elsewhere) and (K, nc, 3) the closures' reaction
+    forces in frame_b, from the least squares of M a + h + F = S tau + Phi_q^T lam per row."""
+    data = mech.create_data()
+    actuated = sorted(mech.index[name] for name in (*mech.input_joints, *mech.known_input_joints))
+    S = np.eye(mech.n)[:, actuated]
+    effort = np.full(Q.shape, np.nan)
+    force = np.full((Q.shape[0], len(mech.closure_names), 3), np.nan)
+    for i in np.nonzero(np.all(np.isfinite(Q) & np.isfinite(V) & np.isfinite(A), axis=1))[0]:
+        r = mech.inverse_dynamics(data, Q[i], V[i], A[i], parameters=False).r
+        _, phi_q = mech.closure_position(data, Q[i])
+        x = solve_least_squares(np.hstack([S, phi_q.T]), r)
+        effort[i] = S @ x[:S.shape[1]]
+        force[i] = [f for f, _ in mech.closure_wrenches_in_frame_b(data, Q[i], x[S.shape[1]:])]
+    return effort, force
 
 
 def rule_window(t: np.ndarray, q: np.ndarray, noise: np.ndarray, top_speed: float = 0.0) -> dict[str, int]:
@@ -145,48 +204,61 @@ def baseline_accuracy(mech: Mechanism, samples: SampleLog, est: EstimateSeries, 
     motion = encoder_motion(mech, samples)
     if motion is None or truth.a is None or truth.effort is None or not comparison.used.any():
         return None
-    t, q = motion
-    noise = np.array([next(e.noise for e in mech.config.sensors.encoders if e.joint == name)
-                      for name in mech.joint_names])
+    t, q, coords = motion
+    noise = np.array([next(e.noise for e in mech.config.sensors.encoders if e.joint == mech.joint_names[i])
+                      for i in coords])
     rate = 1.0 / float(np.median(np.diff(t)))
     used, tk = comparison.used, est.t
     dt = max(1e-3, 1.0 / mech.config.estimator.keyframe_rate / 5)
     out = BaselineAccuracy(list(mech.joint_names), rate, rule_window(t, q, noise, mech.config.top_speed), {})
+    hint = est.q[np.flatnonzero(np.all(np.isfinite(est.q), axis=1))[0]] if mech.m else None
+    closures = [name for name in mech.closure_names if name in truth.closure_force]
 
-    def score(a: np.ndarray, effort: np.ndarray) -> MethodScore:
+    def score(a: np.ndarray, effort: np.ndarray, force: np.ndarray | None) -> MethodScore:
         ra, la = lag_and_rmse(tk, a, truth.a, used, dt)
         re, le = lag_and_rmse(tk, effort, truth.effort, used, dt)
-        return MethodScore(ra, re, la, le)
+        s = MethodScore(ra, re, la, le)
+        for name in closures:
+            c = mech.closure_names.index(name)
+            err = force[used, c] - truth.closure_force[name].at(tk[used])
+            s.closure_force[name] = float(np.nanmax(np.sqrt(np.nanmean(err ** 2, axis=0))))
+        return s
 
-    def method(window: int, causal: bool) -> tuple[np.ndarray, np.ndarray]:
+    def dof_motion(window: int, causal: bool) -> list[np.ndarray]:
         m = savgol_derivatives(t, q, window, BASELINE_ORDER, causal)
-        at = [np.column_stack([np.interp(tk, t, x[:, j], left=np.nan, right=np.nan) for j in range(mech.n)])
-              for x in (m.q, m.v, m.a)]
-        return at[2], inverse_dynamics_effort(mech, *at)
+        return [np.column_stack([np.interp(tk, t, x[:, j], left=np.nan, right=np.nan) for j in range(coords.size)])
+                for x in (m.q, m.v, m.a)]
 
-    out.scores["estimate"] = score(est.a, est.effort)
+    def dynamics(q_, v_, a_) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        if not mech.m:
+            return a_, inverse_dynamics_effort(mech, q_, v_, a_), None
+        Q, V, A = closed_loop_motion(mech, q_, v_, a_, hint)
+        effort, force = closed_loop_efforts(mech, Q, V, A)
+        return A, effort, force
+
+    out.scores["estimate"] = score(est.a, est.effort, est.closure_force if mech.m else None)
     for kind, causal in (("causal", True), ("zero_phase", False)):
-        out.scores[f"{kind}_baseline"] = score(*method(out.rule[kind], causal))
+        out.scores[f"{kind}_baseline"] = score(*dynamics(*dof_motion(out.rule[kind], causal)))
     if sweep:
-        scale = max(1.0, rate / 1000.0)
-        rms = np.sqrt(np.nanmean(truth.effort.at(tk[used]) ** 2, axis=0))
+        # the window whose DOF accelerations have the lowest mean relative RMSE against the truth
+        ta = truth.a.at(tk[used])[:, coords]
+        rms = np.sqrt(np.nanmean(ta ** 2, axis=0))
         rms = np.where(rms > 0, rms, 1.0)
         for kind, causal in (("causal", True), ("zero_phase", False)):
             tried = {}
-            for w in sorted({_odd(round(x * rate / 1000.0 * scale / scale)) for x in SWEEP_MS}):
-                if w < 5 or w >= t.size:
-                    continue
-                a, e = method(w, causal)
-                err = e[used] - truth.effort.at(tk[used])
-                tried[w] = (float(np.nanmean(np.sqrt(np.nanmean(err ** 2, axis=0)) / rms)), a, e)
+            for w in sorted({_odd(round(x * rate / 1000.0)) for x in SWEEP_MS}):
+                if 5 <= w < t.size:
+                    a = dof_motion(w, causal)[2][used]
+                    tried[w] = float(np.nanmean(np.sqrt(np.nanmean((a - ta) ** 2, axis=0)) / rms))
             if tried:
-                w = min(tried, key=lambda k: tried[k][0])
-                out.best[kind] = w
-                out.scores[f"{kind}_best"] = score(tried[w][1], tried[w][2])
-    tq = truth.q.at(tk)
-    tv = truth.v.at(tk)
-    ta = truth.a.at(tk)
-    out.scores["floor"] = score(ta, inverse_dynamics_effort(mech, tq, tv, ta))
+                out.best[kind] = min(tried, key=tried.get)
+                out.scores[f"{kind}_best"] = score(*dynamics(*dof_motion(out.best[kind], causal)))
+    tq, tv, ta = comparison.truth_q, comparison.truth_v, comparison.truth_a   # Hermite, as the accuracy's
+    if mech.m:
+        effort, force = closed_loop_efforts(mech, tq, tv, ta)
+        out.scores["floor"] = score(ta, effort, force)
+    else:
+        out.scores["floor"] = score(ta, inverse_dynamics_effort(mech, tq, tv, ta), None)
     return out
 
 
@@ -207,12 +279,17 @@ def summary_lines(facts: dict, mech: Mechanism, lagged: bool) -> list[str]:
         keys.append((f"{ref}_best", f"{ref.replace('_', '-')} (best)"))
     keys.append(("floor", "floor (true motion)"))
     rows = [["joint", "effort: " + " | ".join(k[1] for k in keys), "acceleration: " + " | ".join(k[1] for k in keys[:-1])]]
+    actuated = set(mech.input_joints) | set(mech.known_input_joints)
     for name in mech.joint_names:
-        eff = " | ".join(_cell(m[k][name]["effort"], m[k][name]["effort_lag_ms"], k != "floor") for k, _ in keys)
+        eff = (" | ".join(_cell(m[k][name]["effort"], m[k][name]["effort_lag_ms"], k != "floor") for k, _ in keys)
+               if name in actuated else "-")
         acc = " | ".join(_cell(m[k][name]["acceleration"], m[k][name]["acceleration_lag_ms"], True) for k, _ in keys[:-1])
         rows.append([name, eff, acc])
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     lines += ["    " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    for name in m["estimate"].get("closures", {}):
+        lines.append(f"    closure {name}, reaction force in frame_b (the largest component's RMSE, N): " + " | ".join(
+            f"{label} {_cell(m[k].get('closures', {}).get(name), None, False)}" for k, label in keys))
     return lines
 
 
