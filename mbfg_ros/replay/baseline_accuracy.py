@@ -47,10 +47,10 @@ from mbfg_ros.replay.metrics import Comparison
 from mbfg_ros.replay.residuals import SampleLog
 from mbfg_ros.replay.truth import TruthSeries
 
-MAX_SCORED = 500
+MAX_SCORED = 300
 """keyframes at most that the baselines and the estimate are scored at (spread evenly over the
-compared ones: a closed loop's baseline assembles the loop at each; an RMSE over 500 samples is
-within about 3 % of the whole run's)."""
+compared ones: a closed loop's baseline assembles the loop at each; an RMSE over 300 samples is
+within about 4 % of the whole run's)."""
 MAX_SHIFT = 0.03
 """s: the largest shift the lag search tries."""
 PILOT_SPAN = 0.1

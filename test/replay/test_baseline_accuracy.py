@@ -54,7 +54,7 @@ def test_the_lag_search_finds_a_delay():
 @pytest.mark.slow
 def test_a_replay_with_a_truth_prints_the_baselines(tmp_path, capsys):
     bag = tmp_path / "arm6.mcap"
-    assert main(["simulate", str(CONFIG / "arm6.yaml"), "--out", str(bag), "--duration", "4", "--input", "random",
+    assert main(["simulate", str(CONFIG / "arm6.yaml"), "--out", str(bag), "--duration", "2.5", "--input", "random",
                  "--input-amplitude", "3", "--input-frequency", "0.5", "--input-start", "0", "--seed", "1",
                  "--no-progress"]) == 0
     capsys.readouterr()
@@ -73,7 +73,7 @@ def test_a_replay_with_a_truth_prints_the_baselines(tmp_path, capsys):
 @pytest.mark.slow
 def test_a_closed_loop_gets_its_baseline_from_the_loop_equations(tmp_path, capsys):
     bag = tmp_path / "four_bar.mcap"
-    assert main(["simulate", str(CONFIG / "four_bar.yaml"), "--out", str(bag), "--duration", "4", "--seed", "1",
+    assert main(["simulate", str(CONFIG / "four_bar.yaml"), "--out", str(bag), "--duration", "2.5", "--seed", "1",
                  "--no-progress"]) == 0
     capsys.readouterr()
     assert main(["replay", str(bag), "--config", str(CONFIG / "four_bar.yaml"), "--json", str(tmp_path / "r.json"),
