@@ -191,19 +191,26 @@ def test_online_estimate_is_close_to_the_batch_reference():
     assert np.sqrt(np.mean(diff ** 2)) < 3e-3
 
 
-def test_unknown_input_effort_is_estimated():
-    """The rod pendulum with an unknown, sinusoidal pivot torque: the estimated effort follows it."""
-    mech = config_mechanism("pendulum")
+def _pendulum_under_a_sine(duration: float, estimator_config=None):
+    """The rod pendulum with an unknown 2 N m, 0.5 Hz sine pivot torque (a 1 mrad encoder), fed
+    to an estimator (the config's, or ``estimator_config``): (trajectory, filtered estimates)."""
     from mbfg_ros.sim.forward import simulate
     from mbfg_ros.sim.scenario import Scenario
-    traj = simulate(mech, Scenario(duration=4.0, input_profile="sine", input_amplitude=2.0,
+    mech = config_mechanism("pendulum")
+    traj = simulate(mech, Scenario(duration=duration, input_profile="sine", input_amplitude=2.0,
                                    input_frequency=0.5, input_start=0.0, initial_dof_offset=0.05))
     samples = synthesize(traj, SensorOptions(seed=3), config_mechanism=mech)
-    est = Estimator(mech, freeze_gc=False)
+    est = Estimator(mech, estimator_config, freeze_gc=False)
     out = []
     for s in samples:
         est.add_sample(s.sensor, s.stamp, s.value)
         out.extend(est.pop_estimates())
+    return traj, out
+
+
+def test_unknown_input_effort_is_estimated():
+    """The rod pendulum with an unknown, sinusoidal pivot torque: the estimated effort follows it."""
+    traj, out = _pendulum_under_a_sine(4.0)
     t = np.array([e.stamp for e in out])
     u = np.array([e.u[0] for e in out])
     true_u = np.interp(t, traj.t, traj.u[:, 0])
@@ -216,24 +223,9 @@ def test_unknown_input_effort_is_estimated():
 
 
 def _pendulum_effort(input_model: str) -> tuple[float, float]:
-    """The rod pendulum under a 2 N m, 0.5 Hz sine torque (6 s, a 1 mrad encoder): the filtered
-    effort's RMSE after 1 s (N m), and the shift of the estimate (ms, + late) that minimises it."""
-    import dataclasses
-
-    from mbfg_ros.model.mechanism import Mechanism
-    from mbfg_ros.sim.forward import simulate
-    from mbfg_ros.sim.scenario import Scenario
-    base = config_mechanism("pendulum")
-    traj = simulate(base, Scenario(duration=6.0, input_profile="sine", input_amplitude=2.0,
-                                   input_frequency=0.5, input_start=0.0, initial_dof_offset=0.05))
-    samples = synthesize(traj, SensorOptions(seed=3), config_mechanism=base)
-    mech = Mechanism(dataclasses.replace(base.config, estimator=dataclasses.replace(
-        base.config.estimator, input_model=input_model)))
-    est = Estimator(mech, freeze_gc=False)
-    out = []
-    for s in samples:
-        est.add_sample(s.sensor, s.stamp, s.value)
-        out.extend(est.pop_estimates())
+    """The rod pendulum's sine torque over 6 s with ``input_model``: the filtered effort's RMSE
+    after 1 s (N m), and the shift of the estimate (ms, + late) that minimises it."""
+    traj, out = _pendulum_under_a_sine(6.0, with_estimator(config_mechanism("pendulum"), input_model=input_model))
     t = np.array([e.stamp for e in out])
     u = np.array([e.u[0] for e in out])
     sel = t > 1.0
