@@ -142,7 +142,7 @@ class StateLayout:
                 sig[self.B.start + sl.start:self.B.start + sl.stop] = max(sensor.bias_sigma, 1e-6)
         sig[self.S] = nz.prior_gravity
         sig[self.MU] = nz.prior_mass
-        sig[self.R] = nz.prior_jerk if cfg.input_model == "jerk" else nz.prior_input_rate
+        sig[self.R] = cfg.prior_input_rate
         return sig
 
     def gravity_scale(self, x: np.ndarray) -> float:

@@ -368,11 +368,10 @@ class StepFunction:
         rate (``integrated``), or the input joints' accelerations by their jerks (``jerk``). Of an
         integrated random walk of intensity w (per sqrt(s)) this residual is the integral of a
         Brownian bridge: variance w^2 h^3 / 12, independent of the rates' own step."""
-        lay, h, nz = self.lay, self.h, self.cfg.noise
-        mean = 0.5 * h * (x0[lay.R] + x1[lay.R])
-        if self.cfg.input_model == "jerk":
-            return (ca.mtimes(ca.DM(self.mech.B.T), a1 - a0) - mean) / (nz.jerk_walk * math.sqrt(h ** 3 / 12.0))
-        return (x1[lay.U] - x0[lay.U] - mean) / (nz.input_rate_walk * math.sqrt(h ** 3 / 12.0))
+        lay, h = self.lay, self.h
+        moved = (ca.mtimes(ca.DM(self.mech.B.T), a1 - a0) if self.cfg.input_model == "jerk"
+                 else x1[lay.U] - x0[lay.U])
+        return (moved - 0.5 * h * (x0[lay.R] + x1[lay.R])) / (self.cfg.input_walk * math.sqrt(h ** 3 / 12.0))
 
     def _random_walk_sigmas(self) -> tuple[np.ndarray, np.ndarray]:
         """The slow states' random walks (per sqrt(s)), and which of them are the model's
@@ -392,7 +391,7 @@ class StepFunction:
         if lay.has_mass:
             out.append(nz.mass_random_walk)
         if lay.n_r:
-            out += [nz.jerk_walk if self.cfg.input_model == "jerk" else nz.input_rate_walk] * lay.n_r
+            out += [self.cfg.input_walk] * lay.n_r
             scaled[-lay.n_r:] = 1.0
         return np.asarray(out, float), scaled
 

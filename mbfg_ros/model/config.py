@@ -257,6 +257,20 @@ class EstimatorConfig:
     divergence_window: float = 0.5
     divergence_sigma: float = 5.0
 
+    @property
+    def input_walk(self) -> float:
+        """The walk of ``input_model``'s process (per sqrt(s)): ``noise.input_random_walk`` N m,
+        ``input_rate_walk`` N m/s or ``jerk_walk`` rad/s^3."""
+        nz = self.noise
+        return {"random_walk": nz.input_random_walk, "integrated": nz.input_rate_walk,
+                "jerk": nz.jerk_walk}[self.input_model]
+
+    @property
+    def prior_input_rate(self) -> float:
+        """The prior sigma of the inputs' rates at a run's start (``noise.prior_input_rate`` N m/s,
+        or ``prior_jerk`` rad/s^3 with ``input_model: jerk``)."""
+        return self.noise.prior_jerk if self.input_model == "jerk" else self.noise.prior_input_rate
+
 
 @dataclass(frozen=True)
 class InitialConfig:

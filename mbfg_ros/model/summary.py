@@ -137,10 +137,7 @@ def summarize(config_path: str | Path) -> dict[str, Any]:
                       "model_error_random_walk": est.model_error.random_walk,
                       "keyframe_rate_auto": est.keyframe_rate_auto,
                       "input_model": est.input_model if mech.n_u else None,
-                      "input_walk": (None if not mech.n_u else
-                                     {"random_walk": est.noise.input_random_walk,
-                                      "integrated": est.noise.input_rate_walk,
-                                      "jerk": est.noise.jerk_walk}[est.input_model])},
+                      "input_walk": est.input_walk if mech.n_u else None},
         "model_error_warning": _model_error_warning(mech, est, obs),
         "speed": speed,
     }

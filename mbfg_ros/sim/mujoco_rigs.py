@@ -91,6 +91,11 @@ def engine_dofs(model, mech: Mechanism) -> np.ndarray:
     return np.array([model.jnt_dofadr[model.joint(name).id] for name in mech.joint_names])
 
 
+def engine_positions(model, mech: Mechanism) -> np.ndarray:
+    """The engine's qpos index of each of ``mech``'s joints (config order)."""
+    return np.array([model.jnt_qposadr[model.joint(name).id] for name in mech.joint_names])
+
+
 def simulate_tracking(mech: Mechanism, scenario: TrackingScenario = TrackingScenario()
                       ) -> tuple[GroundTruth, list[Sample]]:
     """Simulate ``mech`` in MuJoCo tracking ``scenario``'s sines; the truth at every engine step
@@ -100,7 +105,7 @@ def simulate_tracking(mech: Mechanism, scenario: TrackingScenario = TrackingScen
     data = mujoco.MjData(model)
     n = mech.n
     dofs = engine_dofs(model, mech)
-    qadr = np.array([model.jnt_qposadr[model.joint(name).id] for name in mech.joint_names])
+    qadr = engine_positions(model, mech)
     amp, freq, ph = (np.resize(np.asarray(x, float), n) for x in (scenario.amplitudes, scenario.frequencies,
                                                                    scenario.phases))
     w = 2.0 * math.pi * freq
@@ -151,7 +156,7 @@ def engine_inverse_dynamics(mech: Mechanism, truth: GroundTruth) -> np.ndarray:
     model = engine_model(mech)
     data = mujoco.MjData(model)
     dofs = engine_dofs(model, mech)
-    qadr = np.array([model.jnt_qposadr[model.joint(name).id] for name in mech.joint_names])
+    qadr = engine_positions(model, mech)
     out = np.zeros_like(truth.q)
     for k in range(truth.t.size):
         data.qpos[qadr], data.qvel[dofs], data.qacc[dofs] = truth.q[k], truth.v[k], truth.a[k]
