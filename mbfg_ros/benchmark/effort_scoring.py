@@ -96,16 +96,22 @@ def savgol_derivatives(t: np.ndarray, q: np.ndarray, window: int = CAUSAL_WINDOW
     return FilteredMotion(*(x[:, 0] if flat else x for x in out))
 
 
-def inverse_dynamics_effort(mech: Mechanism, q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """(N, n) effort M(q) a + h(q, v) + F(v) + offset of an open chain (no closure), NaN where
-    the motion is NaN."""
-    if mech.m:
-        raise ValueError("the inverse-dynamics baseline is for open chains (this rig has closures)")
+def generalized_forces(mech: Mechanism, q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """(N, n) M(q) a + h(q, v) + F(v) + offset per row (the tree's joint forces, closures and
+    springs left out), NaN where the motion is NaN."""
     data = mech.model.createData()
     out = np.full(np.shape(q), np.nan)
     for i in np.nonzero(np.all(np.isfinite(q) & np.isfinite(v) & np.isfinite(a), axis=1))[0]:
         out[i] = pin.rnea(mech.model, data, q[i], v[i], a[i]) + mech.friction(v[i])[0] + mech.offset
     return out
+
+
+def inverse_dynamics_effort(mech: Mechanism, q: np.ndarray, v: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """(N, n) effort M(q) a + h(q, v) + F(v) + offset of an open chain (no closure), NaN where
+    the motion is NaN."""
+    if mech.m:
+        raise ValueError("the inverse-dynamics baseline is for open chains (this rig has closures)")
+    return generalized_forces(mech, q, v, a)
 
 
 def baseline_effort(mech: Mechanism, t: np.ndarray, q: np.ndarray, causal: bool = True,

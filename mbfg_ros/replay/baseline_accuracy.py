@@ -36,9 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pinocchio as pin
 
-from mbfg_ros.benchmark.effort_scoring import BASELINE_ORDER, inverse_dynamics_effort, savgol_derivatives
+from mbfg_ros.benchmark.effort_scoring import (BASELINE_ORDER, generalized_forces, inverse_dynamics_effort,
+                                               savgol_derivatives)
 from mbfg_ros.errors import AssemblyError
 from mbfg_ros.model.assembly import assemble, solve_least_squares, solve_velocity
 from mbfg_ros.model.mechanism import Mechanism
@@ -152,9 +152,9 @@ def closed_loop_efforts(mech: Mechanism, Q: np.ndarray, V: np.ndarray, A: np.nda
     S = np.eye(mech.n)[:, actuated]
     effort = np.full(Q.shape, np.nan)
     force = np.full((Q.shape[0], len(mech.closure_names), 3), np.nan)
-    for i in np.nonzero(np.all(np.isfinite(Q) & np.isfinite(V) & np.isfinite(A), axis=1))[0]:
-        r = (mech.inverse_dynamics(data, Q[i], V[i], A[i], parameters=False).r if mech.springs else
-             pin.rnea(mech.model, data.pin, Q[i], V[i], A[i]) + mech.friction(V[i])[0] + mech.offset)
+    R = generalized_forces(mech, Q, V, A)
+    for i in np.nonzero(np.all(np.isfinite(R), axis=1))[0]:
+        r = R[i] - mech.springs.evaluate(data.springs, Q[i], V[i]).Q if mech.springs else R[i]
         _, phi_q = mech.closure_position(data, Q[i])
         x = solve_least_squares(np.hstack([S, phi_q.T]), r)
         effort[i] = S @ x[:S.shape[1]]
